@@ -1,0 +1,5 @@
+import sys
+
+from toolkeeper.cli import main
+
+sys.exit(main())

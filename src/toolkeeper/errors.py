@@ -1,0 +1,57 @@
+"""Exceptions for developers embedding toolkeeper.
+
+Outcomes of tool calls are envelopes, never exceptions (STYLE.md rule 9). These classes are
+for misuse of the library and for bad configuration or catalog files:
+
+    ToolkeeperError
+    ├── ContractError        a contract definition is invalid
+    │   └── ExampleError     a contract example does not validate against its input schema
+    ├── CatalogError         a catalog file or module cannot be loaded
+    ├── RegistryError        a registration conflicts with what is registered
+    ├── ConfigError          a configuration value is invalid
+    └── LedgerError          the ledger cannot be opened or written
+"""
+
+from __future__ import annotations
+
+
+class ToolkeeperError(Exception):
+    """Base class of every exception toolkeeper raises on purpose."""
+
+
+class ContractError(ToolkeeperError):
+    """Raised when a tool contract is invalid; names the contract, the field and the fix."""
+
+    def __init__(self, message: str, *, contract_id: str | None = None, field: str | None = None):
+        super().__init__(message)
+        self.contract_id = contract_id
+        self.field = field
+
+
+class ExampleError(ContractError):
+    """Raised when a contract example does not validate against the contract's input schema."""
+
+
+class CatalogError(ToolkeeperError):
+    """Raised when a catalog (file, module, imported tool list) cannot be loaded."""
+
+    def __init__(self, message: str, *, source: str | None = None):
+        super().__init__(message)
+        self.source = source
+
+
+class RegistryError(ToolkeeperError):
+    """Raised when registering a contract conflicts with one already registered."""
+
+
+class ConfigError(ToolkeeperError):
+    """Raised for an invalid configuration value; names the key, the value and the fix."""
+
+    def __init__(self, message: str, *, key: str | None = None, value: object = None):
+        super().__init__(message)
+        self.key = key
+        self.value = value
+
+
+class LedgerError(ToolkeeperError):
+    """Raised when the ledger cannot be opened, migrated or written."""

@@ -1,0 +1,78 @@
+"""Who asks for what: `Proposal`, `Principal` and the `InvocationRequest` a proposal becomes.
+
+A `Proposal` is only a candidate: what a model emitted. It becomes an `InvocationRequest`
+after resolution, validation and normalization, with every identifier the ledger needs to
+correlate it (seed 001, the second artifact).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A tool call as the model proposed it: a candidate, not a request."""
+
+    call_id: str
+    tool: str
+    """The name as the model saw it (a model-view name, not necessarily the contract id)."""
+    arguments: Any = None
+    """The raw arguments: a JSON string, an object, or whatever the model produced."""
+    family: str | None = None
+    """The model family whose view the name comes from (openai, anthropic, gemini, mcp)."""
+    idempotency_key: str | None = None
+    """A caller-chosen key; when unset, keyed contracts derive one (never from call_id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who acts: a user or agent within a tenant, holding capabilities."""
+
+    id: str
+    tenant: str = "default"
+    capabilities: frozenset[str] = field(default_factory=frozenset)
+    kind: str = "agent"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.capabilities, frozenset):
+            object.__setattr__(self, "capabilities", frozenset(self.capabilities))
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationRequest:
+    """A proposal that passed resolution and validation; what the later stages act on."""
+
+    request_id: str
+    call_id: str
+    contract_ref: str
+    implementation_digest: str
+    arguments: dict[str, Any]
+    arguments_digest: str
+    principal: Principal
+    session: str | None = None
+    parent_request_id: str | None = None
+    idempotency_key: str | None = None
+    resource_versions: dict[str, str] = field(default_factory=dict)
+    read_set: tuple[str, ...] = ()
+    write_set: tuple[str, ...] = ()
+    approval_id: str | None = None
+    grant_id: str | None = None
+    risk: str = "low"
+
+
+def new_request_id() -> str:
+    return "req_" + uuid.uuid4().hex
+
+
+def canonical_json(value: Any) -> str:
+    """Key-sorted, compact JSON: the form every digest is computed over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def arguments_digest(arguments: dict[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(arguments).encode()).hexdigest()
