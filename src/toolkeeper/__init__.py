@@ -1,5 +1,6 @@
 """toolkeeper: the governed tool layer between an LLM agent and the world."""
 
+from toolkeeper.context import ToolContext
 from toolkeeper.contract import (
     Classification,
     ConcurrencyPolicy,
@@ -63,6 +64,7 @@ __all__ = [
     "RetryPolicy",
     "SideEffect",
     "Status",
+    "ToolContext",
     "ToolContract",
     "ToolError",
     "ToolkeeperError",
