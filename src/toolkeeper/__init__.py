@@ -1,5 +1,6 @@
 """toolkeeper: the governed tool layer between an LLM agent and the world."""
 
+from toolkeeper.artifacts import ArtifactError, ArtifactStore, Projection, project_result
 from toolkeeper.context import ToolContext
 from toolkeeper.contract import (
     Classification,
@@ -38,7 +39,9 @@ from toolkeeper.invocation import InvocationRequest, Principal, Proposal
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArtifactError",
     "ArtifactRef",
+    "ArtifactStore",
     "CatalogError",
     "Classification",
     "ConcurrencyPolicy",
@@ -56,6 +59,7 @@ __all__ = [
     "LedgerError",
     "ModelView",
     "Principal",
+    "Projection",
     "Proposal",
     "Provenance",
     "RegistryError",
@@ -69,4 +73,5 @@ __all__ = [
     "ToolError",
     "ToolkeeperError",
     "__version__",
+    "project_result",
 ]
