@@ -9,6 +9,7 @@ for misuse of the library and for bad configuration or catalog files:
     ├── CatalogError         a catalog file or module cannot be loaded
     ├── RegistryError        a registration conflicts with what is registered
     ├── ConfigError          a configuration value is invalid
+    ├── PolicyError          a policy file, annotation or condition cannot be parsed
     └── LedgerError          the ledger cannot be opened or written
 """
 
@@ -51,6 +52,24 @@ class ConfigError(ToolkeeperError):
         super().__init__(message)
         self.key = key
         self.value = value
+
+
+class PolicyError(ToolkeeperError):
+    """Raised when policy text, a policy annotation or a condition cannot be parsed; names the
+    source file, the line and the offending text."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        text: str | None = None,
+    ):
+        super().__init__(message)
+        self.source = source
+        self.line = line
+        self.text = text
 
 
 class LedgerError(ToolkeeperError):
