@@ -35,6 +35,16 @@ from toolkeeper.errors import (
     ToolkeeperError,
 )
 from toolkeeper.invocation import InvocationRequest, Principal, Proposal
+from toolkeeper.redaction import RedactingFilter, Redactor
+from toolkeeper.secrets import (
+    CallableSecretProvider,
+    EnvSecretProvider,
+    FileSecretProvider,
+    ResolvedSecrets,
+    SecretBroker,
+    SecretProvider,
+    default_broker,
+)
 
 __version__ = "0.1.0"
 
@@ -42,6 +52,7 @@ __all__ = [
     "ArtifactError",
     "ArtifactRef",
     "ArtifactStore",
+    "CallableSecretProvider",
     "CatalogError",
     "Classification",
     "ConcurrencyPolicy",
@@ -50,10 +61,12 @@ __all__ = [
     "ContractExample",
     "DataClassification",
     "EffectState",
+    "EnvSecretProvider",
     "ErrorCategory",
     "ExampleError",
     "ExecutionMeta",
     "FieldError",
+    "FileSecretProvider",
     "Idempotency",
     "InvocationRequest",
     "LedgerError",
@@ -62,10 +75,15 @@ __all__ = [
     "Projection",
     "Proposal",
     "Provenance",
+    "RedactingFilter",
+    "Redactor",
     "RegistryError",
+    "ResolvedSecrets",
     "ResultEnvelope",
     "ResultProjection",
     "RetryPolicy",
+    "SecretBroker",
+    "SecretProvider",
     "SideEffect",
     "Status",
     "ToolContext",
@@ -73,5 +91,6 @@ __all__ = [
     "ToolError",
     "ToolkeeperError",
     "__version__",
+    "default_broker",
     "project_result",
 ]
