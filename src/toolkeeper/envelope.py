@@ -103,6 +103,10 @@ class ExecutionMeta(_Model):
     effect_state: EffectState = EffectState.NONE
     approval_id: str | None = None
     idempotency_key: str | None = None
+    replay_of: str | None = Field(
+        default=None,
+        description="Request id whose recorded outcome this answer repeats (same idempotency key).",
+    )
 
 
 class ArtifactRef(_Model):

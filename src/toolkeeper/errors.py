@@ -10,7 +10,8 @@ for misuse of the library and for bad configuration or catalog files:
     ├── RegistryError        a registration conflicts with what is registered
     ├── ConfigError          a configuration value is invalid
     ├── PolicyError          a policy file, annotation or condition cannot be parsed
-    └── LedgerError          the ledger cannot be opened or written
+    ├── LedgerError          the ledger cannot be opened or written
+    └── ApprovalError        an approval id is unknown or cannot take that decision
 """
 
 from __future__ import annotations
@@ -74,3 +75,11 @@ class PolicyError(ToolkeeperError):
 
 class LedgerError(ToolkeeperError):
     """Raised when the ledger cannot be opened, migrated or written."""
+
+
+class ApprovalError(ToolkeeperError):
+    """Raised for an unknown approval id or a decision on an approval already decided."""
+
+    def __init__(self, message: str, *, approval_id: str | None = None):
+        super().__init__(message)
+        self.approval_id = approval_id

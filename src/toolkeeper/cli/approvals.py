@@ -1,0 +1,89 @@
+"""`toolkeeper approvals list|show|approve|deny`: the human side of require_approval.
+
+Deciding records the decision in the ledger; the process that owns the tool (the library
+or `toolkeeper serve`) resumes the call with `Harness.resume`, re-checking everything first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from toolkeeper.approvals import Approvals
+from toolkeeper.cli.ledger import add_common, open_ledger
+from toolkeeper.ledger import ApprovalRecord
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("approvals", help="list and decide pending approvals")
+    commands = parser.add_subparsers(dest="approvals_command", metavar="ACTION", required=True)
+    listing = commands.add_parser("list", help="pending approvals (or --all)")
+    add_common(listing)
+    listing.add_argument("--all", action="store_true", help="include decided approvals")
+    listing.set_defaults(func=run_list)
+    show = commands.add_parser("show", help="one approval, with the action it would run")
+    add_common(show)
+    show.add_argument("approval_id")
+    show.set_defaults(func=run_show)
+    for name in ("approve", "deny"):
+        sub = commands.add_parser(name, help=f"{name} a pending approval")
+        add_common(sub)
+        sub.add_argument("approval_id")
+        sub.add_argument("--by", default=None, help="who decides (default: the OS user)")
+        sub.add_argument("--reason", default=None)
+        sub.set_defaults(func=run_decide, decision=name)
+
+
+def _as_json(approval: ApprovalRecord) -> dict[str, Any]:
+    data = asdict(approval)
+    data["status"] = approval.status.value
+    data["snapshot"] = len(approval.snapshot) if approval.snapshot else None
+    return data
+
+
+def _line(a: ApprovalRecord) -> str:
+    when = datetime.fromtimestamp(a.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{when}  {a.approval_id}  {a.status.value:<9} {a.contract_ref:<36} {a.principal['id']}"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    approvals = Approvals(open_ledger(args.home)).list(None if args.all else "pending")
+    if args.format == "json":
+        print(json.dumps([_as_json(a) for a in approvals], default=str, indent=2))
+    else:
+        for approval in approvals:
+            print(_line(approval))
+        print(f"{len(approvals)} approval(s)")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    approval = Approvals(open_ledger(args.home)).get(args.approval_id)
+    if args.format == "json":
+        print(json.dumps(_as_json(approval), default=str, indent=2))
+        return 0
+    print(_line(approval))
+    print(f"  {approval.account}")
+    print(f"  arguments: {json.dumps(approval.arguments, default=str)}")
+    print(f"  digest: {approval.implementation_digest}  args: {approval.arguments_digest}")
+    if approval.decided_by:
+        print(f"  decided by {approval.decided_by}: {approval.decision_reason or ''}")
+    return 0
+
+
+def run_decide(args: argparse.Namespace) -> int:
+    by = args.by or getpass.getuser()
+    approval = Approvals(open_ledger(args.home)).decide(
+        args.approval_id, args.decision, by=by, reason=args.reason
+    )
+    if args.format == "json":
+        print(json.dumps(_as_json(approval), default=str, indent=2))
+    else:
+        print(
+            f"{approval.approval_id} {approval.status.value} by {by}; the owning process resumes it"
+        )
+    return 0

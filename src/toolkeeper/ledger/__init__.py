@@ -1,0 +1,91 @@
+"""The durable ledger: append-only events plus one current-state row per invocation.
+
+`Ledger` is the seam every backend fits. The harness calls it at two moments for a
+side-effecting call — `record_intent` before the effect, `complete` after — and once
+(`complete`) for a read-only call, so governance costs one transaction per read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from toolkeeper.ledger.records import (
+    ApprovalRecord,
+    ApprovalStatus,
+    InvocationRecord,
+    LedgerEvent,
+    RecordState,
+)
+
+
+class Ledger(Protocol):
+    """Storage for invocations, their events and approvals. Implementations are thread-safe."""
+
+    def record_intent(
+        self, record: InvocationRecord, events: Sequence[LedgerEvent]
+    ) -> InvocationRecord | None:
+        """Durably store `record` (state INTENT) and `events` before the effect happens.
+
+        If `record.idempotency_key` is already held by another request whose outcome stands
+        (succeeded, in flight, or with an unknown effect), store nothing and return that
+        request's record. A holder that failed with no effect releases the key.
+        """
+        ...
+
+    def complete(self, record: InvocationRecord, events: Sequence[LedgerEvent]) -> None:
+        """Insert or replace the state row and append `events`, in one transaction."""
+        ...
+
+    def append(self, events: Sequence[LedgerEvent]) -> None: ...
+
+    def get(self, request_id: str) -> InvocationRecord | None: ...
+
+    def events(self, request_id: str) -> list[LedgerEvent]: ...
+
+    def query(
+        self,
+        *,
+        status: str | None = None,
+        tool: str | None = None,
+        principal: str | None = None,
+        since: float | None = None,
+        effect_state: str | None = None,
+        limit: int = 100,
+    ) -> list[InvocationRecord]:
+        """Records newest first, filtered."""
+        ...
+
+    def in_flight(self) -> list[InvocationRecord]:
+        """Records left in state INTENT."""
+        ...
+
+    def save_approval(self, approval: ApprovalRecord) -> None: ...
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    def list_approvals(self, *, status: str | None = None) -> list[ApprovalRecord]: ...
+
+    def transition_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: ApprovalStatus,
+        new: ApprovalStatus,
+        by: str | None = None,
+        reason: str | None = None,
+    ) -> ApprovalRecord | None:
+        """Atomically move an approval from `expected` to `new`; None if it was not there."""
+        ...
+
+    def close(self) -> None: ...
+
+
+__all__ = [
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "InvocationRecord",
+    "Ledger",
+    "LedgerEvent",
+    "RecordState",
+]
