@@ -14,6 +14,7 @@ from toolkeeper.contract import (
     SideEffect,
     ToolContract,
 )
+from toolkeeper.dialects import normalize_schema
 from toolkeeper.envelope import (
     ArtifactRef,
     EffectState,
@@ -31,11 +32,26 @@ from toolkeeper.errors import (
     ContractError,
     ExampleError,
     LedgerError,
+    PolicyError,
     RegistryError,
     ToolkeeperError,
 )
+from toolkeeper.functions import contract_of, tool
+from toolkeeper.grants import Grant, GrantAuthority
+from toolkeeper.importers import load_tool_list
 from toolkeeper.invocation import InvocationRequest, Principal, Proposal
+from toolkeeper.policy import (
+    CedarPolicyEngine,
+    Condition,
+    Decision,
+    PolicyDecision,
+    PolicyEngine,
+    PolicyRequest,
+    decide_safely,
+    default_policies,
+)
 from toolkeeper.redaction import RedactingFilter, Redactor
+from toolkeeper.repairs import Repair, apply_repairs
 from toolkeeper.secrets import (
     CallableSecretProvider,
     EnvSecretProvider,
@@ -45,6 +61,7 @@ from toolkeeper.secrets import (
     SecretProvider,
     default_broker,
 )
+from toolkeeper.validation import ValidationResult, validate_arguments
 
 __version__ = "0.1.0"
 
@@ -54,12 +71,15 @@ __all__ = [
     "ArtifactStore",
     "CallableSecretProvider",
     "CatalogError",
+    "CedarPolicyEngine",
     "Classification",
     "ConcurrencyPolicy",
+    "Condition",
     "ConfigError",
     "ContractError",
     "ContractExample",
     "DataClassification",
+    "Decision",
     "EffectState",
     "EnvSecretProvider",
     "ErrorCategory",
@@ -67,10 +87,16 @@ __all__ = [
     "ExecutionMeta",
     "FieldError",
     "FileSecretProvider",
+    "Grant",
+    "GrantAuthority",
     "Idempotency",
     "InvocationRequest",
     "LedgerError",
     "ModelView",
+    "PolicyDecision",
+    "PolicyEngine",
+    "PolicyError",
+    "PolicyRequest",
     "Principal",
     "Projection",
     "Proposal",
@@ -78,6 +104,7 @@ __all__ = [
     "RedactingFilter",
     "Redactor",
     "RegistryError",
+    "Repair",
     "ResolvedSecrets",
     "ResultEnvelope",
     "ResultProjection",
@@ -90,7 +117,16 @@ __all__ = [
     "ToolContract",
     "ToolError",
     "ToolkeeperError",
+    "ValidationResult",
     "__version__",
+    "apply_repairs",
+    "contract_of",
+    "decide_safely",
     "default_broker",
+    "default_policies",
+    "load_tool_list",
+    "normalize_schema",
     "project_result",
+    "tool",
+    "validate_arguments",
 ]
