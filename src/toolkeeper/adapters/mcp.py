@@ -1,0 +1,111 @@
+"""MCP: ``tools/list`` entries out, ``tools/call`` requests in, ``CallToolResult``s back.
+
+These are the wire shapes (camelCase, as ``mcp_types`` serializes them). In MCP the call id
+is the JSON-RPC request id, which belongs to the session that answers the request; `answer`
+returns the results in request order and also states each call id in ``_meta`` under
+``toolkeeper.dev/call_id``, so a transport can pair them without relying on position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from toolkeeper.adapters._common import as_data, call_id, get, views
+from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
+from toolkeeper.contract import SideEffect, ToolContract
+from toolkeeper.envelope import ResultEnvelope
+from toolkeeper.invocation import Proposal
+
+FAMILY = "mcp"
+CALL_ID_META = "toolkeeper.dev/call_id"
+
+
+def render(contracts: Sequence[ToolContract]) -> list[dict[str, Any]]:
+    """The ``tools`` of a ``tools/list`` result for `contracts`."""
+    return render_with_report(contracts)[0]
+
+
+def render_with_report(
+    contracts: Sequence[ToolContract],
+) -> tuple[list[dict[str, Any]], RenderReport]:
+    """`render`, plus the output schemas left out.
+
+    Annotations are derived from the contract, never copied from upstream hints. An output
+    schema is sent only when it is an object and the contract's result projection keeps
+    every field: a projected result would not match it, and clients may validate
+    ``structuredContent`` against it.
+    """
+    issues: list[RenderIssue] = []
+    tools = []
+    for view in views(contracts, FAMILY, issues):
+        contract = view.contract
+        tool: dict[str, Any] = {
+            "name": view.name,
+            "description": view.description,
+            "inputSchema": view.schema,
+        }
+        output = contract.output_schema
+        if output is not None:
+            if output.get("type") == "object" and contract.result_projection.fields is None:
+                tool["outputSchema"] = output
+            else:
+                reason = "not an object" if output.get("type") != "object" else "projected"
+                issues.append(
+                    RenderIssue(contract.ref, "", IssueKind.DROPPED, f"outputSchema ({reason})")
+                )
+        tool["annotations"] = {
+            "readOnlyHint": contract.is_read_only,
+            "destructiveHint": contract.effective_side_effect is SideEffect.COMMITTING,
+            "idempotentHint": contract.is_idempotent,
+            "openWorldHint": contract.open_world,
+        }
+        tools.append(tool)
+    return tools, RenderReport(tuple(issues))
+
+
+def parse(request: Any) -> list[Proposal]:
+    """Proposals from ``tools/call`` requests: one request, a batch (list), or bare params.
+
+    Accepts ``mcp_types`` objects or their dict forms. The JSON-RPC id becomes the call id
+    (as a string); params without a request id get ``mcp-<n>``. Anything that is not a
+    ``tools/call`` is not a tool call and is skipped.
+    """
+    data = as_data(request)
+    messages = data if isinstance(data, list) else [data]
+    proposals = []
+    for index, message in enumerate(as_data(m) for m in messages):
+        if get(message, "method") not in (None, "tools/call"):
+            continue
+        params = get(message, "params") if get(message, "method") else message
+        proposals.append(
+            Proposal(
+                call_id=call_id(get(message, "id"), FAMILY, index),
+                tool=str(get(params, "name") or ""),
+                arguments=get(params, "arguments") if get(params, "arguments") is not None else {},
+                family=FAMILY,
+            )
+        )
+    return proposals
+
+
+def answer(results: Sequence[tuple[Proposal, ResultEnvelope]]) -> list[dict[str, Any]]:
+    """One ``CallToolResult`` per call, in call order.
+
+    A result that did not succeed is a tool execution error (``isError: true``) carrying the
+    whole envelope in ``structuredContent``; a success carries the envelope's structured
+    content. The text block holds the envelope's model text either way.
+    """
+    answers = []
+    for proposal, envelope in results:
+        result: dict[str, Any] = {
+            "content": [{"type": "text", "text": envelope.to_model_text()}],
+            "isError": not envelope.ok,
+            "_meta": {CALL_ID_META: proposal.call_id},
+        }
+        if not envelope.ok:
+            result["structuredContent"] = envelope.model_dump(mode="json", exclude_none=True)
+        elif envelope.structured_content is not None:
+            result["structuredContent"] = envelope.structured_content
+        answers.append(result)
+    return answers
