@@ -1,6 +1,7 @@
 """toolkeeper: the governed tool layer between an LLM agent and the world."""
 
 from toolkeeper.artifacts import ArtifactError, ArtifactStore, Projection, project_result
+from toolkeeper.catalog import Catalog, CatalogProblem, load_catalog
 from toolkeeper.context import ToolContext
 from toolkeeper.contract import (
     Classification,
@@ -40,6 +41,7 @@ from toolkeeper.functions import contract_of, tool
 from toolkeeper.grants import Grant, GrantAuthority
 from toolkeeper.importers import load_tool_list
 from toolkeeper.invocation import InvocationRequest, Principal, Proposal
+from toolkeeper.lint import Finding, LintConfig, LintReport, lint_catalog, lint_contract
 from toolkeeper.policy import (
     CedarPolicyEngine,
     Condition,
@@ -70,7 +72,9 @@ __all__ = [
     "ArtifactRef",
     "ArtifactStore",
     "CallableSecretProvider",
+    "Catalog",
     "CatalogError",
+    "CatalogProblem",
     "CedarPolicyEngine",
     "Classification",
     "ConcurrencyPolicy",
@@ -87,11 +91,14 @@ __all__ = [
     "ExecutionMeta",
     "FieldError",
     "FileSecretProvider",
+    "Finding",
     "Grant",
     "GrantAuthority",
     "Idempotency",
     "InvocationRequest",
     "LedgerError",
+    "LintConfig",
+    "LintReport",
     "ModelView",
     "PolicyDecision",
     "PolicyEngine",
@@ -124,6 +131,9 @@ __all__ = [
     "decide_safely",
     "default_broker",
     "default_policies",
+    "lint_catalog",
+    "lint_contract",
+    "load_catalog",
     "load_tool_list",
     "normalize_schema",
     "project_result",
