@@ -66,7 +66,9 @@ class ArtifactStore:
         media_type: str = "application/json",
         description: str | None = None,
     ) -> ArtifactRef:
-        """Store `data` (bytes as given, anything else as canonical JSON) and return its ref."""
+        """Store `data` and return its ref: bytes as given, anything else as canonical JSON
+        (a value JSON cannot hold is stored as its ``str``, as in every digest toolkeeper
+        computes)."""
         blob = bytes(data) if isinstance(data, bytes | bytearray) else canonical_json(data).encode()
         hexdigest = hashlib.sha256(blob).hexdigest()
         path = self._path(hexdigest)
