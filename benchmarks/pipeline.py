@@ -1,0 +1,116 @@
+"""What governance costs per call, against an ungoverned MCP round trip, in one run.
+
+(a) a trivial read-only tool called directly;
+(b) the same tool through `Harness.invoke` — all ten stages, Cedar policy, SQLite ledger;
+(c) the same tool through the official `mcp` SDK's in-memory `Client` against an
+    `MCPServer` with no governance.
+Also reported: a committing keyed call whose intent is written durably before the effect.
+
+Run: python benchmarks/pipeline.py [--calls N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+from toolkeeper import Principal, Proposal, tool
+from toolkeeper.harness import Harness
+from toolkeeper.policy import CedarPolicyEngine
+
+
+def get_time_of_day(city: str) -> dict[str, Any]:
+    """Read the time of day in a city."""
+    return {"city": city, "hour": 12}
+
+
+async def measure(label: str, fn: Callable[[int], Awaitable[Any]], calls: int) -> float:
+    for i in range(min(200, calls)):  # warm caches, compiled validators, Cedar
+        await fn(i)
+    rounds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for i in range(calls // 5):
+            await fn(i)
+        rounds.append((time.perf_counter() - start) / (calls // 5) * 1e6)
+    best = min(rounds)
+    print(f"{label:<58} {best:9.1f} µs/call  (median {statistics.median(rounds):.1f})")
+    return best
+
+
+async def main(calls: int) -> None:
+    home = Path(tempfile.mkdtemp(prefix="tk-bench-"))
+    harness = Harness(
+        home=home,
+        policy=CedarPolicyEngine(
+            policies='@id("bench.writes") permit(principal, action, resource) '
+            'when { resource.id == "set_counter" };'
+            '@id("bench.reads") permit(principal, action, resource) '
+            'when { resource.side_effect == "none" };',
+            include_defaults=False,
+        ),
+    )
+    harness.register(tool(side_effect="none")(get_time_of_day))
+    counter = {"n": 0}
+
+    @tool(version="1.0.0", side_effect="committing", idempotency="keyed", timeout=5)
+    def set_counter(value: int) -> dict[str, Any]:
+        """Set the counter."""
+        counter["n"] = value
+        return {"value": value}
+
+    harness.register(set_counter)
+    principal = Principal("bench")
+
+    async def direct(i: int) -> Any:
+        return get_time_of_day(city="Paris")
+
+    async def governed(i: int) -> Any:
+        envelope = await harness.invoke(
+            Proposal(f"c{i}", "get_time_of_day", {"city": "Paris"}), principal=principal
+        )
+        assert envelope.status.value == "succeeded", envelope
+        return envelope
+
+    async def governed_write(i: int) -> Any:
+        envelope = await harness.invoke(
+            Proposal(f"w{i}", "set_counter", {"value": i}), principal=principal, session=str(i)
+        )
+        assert envelope.status.value == "succeeded", envelope
+        return envelope
+
+    server = MCPServer("bench")
+    server.tool()(get_time_of_day)
+
+    print(f"{calls} calls per case, best of 5 rounds\n")
+    a = await measure("(a) direct function call", direct, calls)
+    b = await measure("(b) harness.invoke, read-only, SQLite ledger", governed, calls)
+    async with Client(server) as client:
+
+        async def mcp_call(i: int) -> Any:
+            return await client.call_tool("get_time_of_day", {"city": "Paris"})
+
+        c = await measure(
+            "(c) mcp SDK in-memory Client → MCPServer, no governance", mcp_call, calls
+        )
+    w = await measure(
+        "    harness.invoke, committing keyed, durable intent", governed_write, calls // 2
+    )
+    print(f"\nb/a = {b / a:,.0f}×   b/c = {b / c:.2f}  (goal: b/c < 1)")
+    print(f"governed write / governed read = {w / b:.1f}×")
+    harness.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=2000)
+    asyncio.run(main(parser.parse_args().calls))

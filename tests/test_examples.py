@@ -1,0 +1,59 @@
+"""The shipped scenarios (examples/scenarios) are tests too, and `toolkeeper demo` runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from toolkeeper.cli.demo import load_scenario
+from toolkeeper.ledger.sqlite import SQLiteLedger
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_manuscript_metadata_preview_approve_execute_verify(tmp_path: Path) -> None:
+    seen = load_scenario("manuscript_metadata").run(tmp_path, lambda _: None)
+    assert seen["read"] == "succeeded"
+    assert seen["preview"] == "succeeded"
+    assert seen["update"] == "pending_approval"
+    assert seen["resume"] == "succeeded"
+    assert seen["title"] == "Governed Tool Use"
+    events = SQLiteLedger(tmp_path / "ledger.db").events(seen["request_id"])
+    assert ("check", "read_back") in [(e.stage, e.kind) for e in events]
+
+
+def test_manuscript_metadata_timeout_stops_at_unknown_until_reconciled(tmp_path: Path) -> None:
+    seen = load_scenario("manuscript_metadata").run(tmp_path, lambda _: None, variant="timeout")
+    assert seen["resume"] == "timed_out"
+    assert seen["reconcile"] == ["succeeded"]
+    record = SQLiteLedger(tmp_path / "ledger.db").get(seen["request_id"])
+    assert record.status == "succeeded" and record.effect_state == "committed"
+
+
+def test_task2048_merge_is_denied_and_never_executed(tmp_path: Path) -> None:
+    result = load_scenario("task2048").run(tmp_path, lambda _: None)
+    assert result["trajectory"] == [
+        ("run_tests", "succeeded"),
+        ("apply_patch", "succeeded"),
+        ("run_tests", "succeeded"),
+        ("create_merge_request", "rejected"),
+    ]
+    assert result["denial"] == "policy_denied"
+    assert result["merges"] == 0
+    events = SQLiteLedger(tmp_path / "ledger.db").events(result["denied_request_id"])
+    kinds = [(e.stage, e.kind) for e in events]
+    assert ("authorize", "deny") in kinds
+    assert not any(stage == "dispatch" for stage, _ in kinds)
+
+
+def test_demo_command_prints_a_trace(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "toolkeeper", "demo", "task2048", "--home", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "create_merge_request" in out and "policy_denied" in out
+    assert "merge executor ran 0 time(s)" in out
