@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from toolkeeper.errors import ToolkeeperError
 
-COMMANDS: tuple[str, ...] = ("demo", "schema", "ledger", "approvals", "lint")
+COMMANDS: tuple[str, ...] = ("demo", "schema", "ledger", "approvals", "lint", "views")
 """Subcommand modules, in the order `--help` lists them."""
 
 
