@@ -8,12 +8,11 @@ they survive a restart and any process sharing the ledger can resume them.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import asdict
 from typing import Any, Literal
 
 from toolkeeper.errors import ApprovalError
-from toolkeeper.invocation import InvocationRequest
+from toolkeeper.invocation import InvocationRequest, new_id
 from toolkeeper.ledger import ApprovalRecord, ApprovalStatus, Ledger
 
 
@@ -35,7 +34,7 @@ class Approvals:
         principal = asdict(request.principal)
         principal["capabilities"] = sorted(principal["capabilities"])
         approval = ApprovalRecord(
-            approval_id="apr_" + uuid.uuid4().hex[:20],
+            approval_id=new_id("apr"),
             request_id=request.request_id,
             call_id=request.call_id,
             contract_ref=request.contract_ref,

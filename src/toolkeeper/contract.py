@@ -16,8 +16,9 @@ import json
 import re
 import tomllib
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import jsonschema
 import tomli_w
@@ -28,7 +29,7 @@ from toolkeeper.envelope import ErrorCategory
 from toolkeeper.errors import ContractError, ExampleError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -250,9 +251,21 @@ class ToolContract(BaseModel):
 
     def content_digest(self) -> str:
         """sha256 over the canonical JSON of the contract's content (not its digests)."""
+        return self._content_digest
+
+    @cached_property
+    def _content_digest(self) -> str:
+        # Cached: the pipeline reads the digest several times per call, and the contract is
+        # frozen, so its content cannot change under the cache.
         data = self.model_dump(mode="json", exclude=_DIGEST_EXCLUDE)
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied.__dict__.pop("_content_digest", None)  # the content changed
+        return copied
 
     def digest(self) -> str:
         """The implementation digest when known, else the content digest."""

@@ -649,6 +649,10 @@ class Harness:
         _refuse_inside_loop("resume_sync", "await harness.resume(...)")
         return asyncio.run(self.resume(approval_id))
 
+    def flush(self) -> None:
+        """Write deferred ledger records now (reads through `ledger` already do)."""
+        self.ledger.flush()
+
     def close(self) -> None:
         self.ledger.close()
 
@@ -687,7 +691,10 @@ class Harness:
             updated_at=time.time(),
         )
         trail.add("record", envelope.status.value)
-        self.ledger.complete(record, trail.drain())
+        # A call that changed nothing may be written behind: it is off the caller's path,
+        # and a crash can cost at most its audit row, never an effect's.
+        unchanged = record.effect_state == EffectState.NONE.value
+        self.ledger.complete(record, trail.drain(), defer=unchanged)
         return envelope
 
     def _replay(

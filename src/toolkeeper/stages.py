@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 
 from toolkeeper.artifacts import ArtifactStore, project_result
 from toolkeeper.assess import AssessedRequest, Environment, ObservedResult, Verdict
@@ -349,7 +350,7 @@ def check(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool
         return Checked(status, state, error=error)
     output = _wrap(outcome.output)
     if contract.output_schema is not None:
-        problems = list(jsonschema.Draft202012Validator(contract.output_schema).iter_errors(output))
+        problems = _output_problems(contract.output_schema, output)
         if problems:
             fields = tuple(
                 FieldError(
@@ -386,6 +387,24 @@ def check(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool
         effect_committed=None,
     )
     return Checked(Status.EFFECT_UNKNOWN, EffectState.UNKNOWN, output=output, error=error)
+
+
+_OUTPUT_VALIDATORS: dict[int, tuple[dict[str, Any], jsonschema_rs.Validator | None]] = {}
+
+
+def _output_problems(schema: dict[str, Any], output: dict[str, Any]) -> list[Any]:
+    """Output schema violations: a compiled fast check, details only on failure."""
+    cached = _OUTPUT_VALIDATORS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        try:
+            fast = jsonschema_rs.validator_for(schema)
+        except (jsonschema_rs.ValidationError, ValueError):
+            fast = None
+        # Holding `schema` keeps its id from being reused while the entry lives.
+        cached = _OUTPUT_VALIDATORS[id(schema)] = (schema, fast)
+    if cached[1] is not None and cached[1].is_valid(output):
+        return []
+    return list(jsonschema.Draft202012Validator(schema).iter_errors(output))
 
 
 # -- 9. project ------------------------------------------------------------------------

@@ -33,8 +33,18 @@ class Ledger(Protocol):
         """
         ...
 
-    def complete(self, record: InvocationRecord, events: Sequence[LedgerEvent]) -> None:
-        """Insert or replace the state row and append `events`, in one transaction."""
+    def complete(
+        self, record: InvocationRecord, events: Sequence[LedgerEvent], *, defer: bool = False
+    ) -> None:
+        """Insert or replace the state row and append `events`, in one transaction.
+
+        `defer=True` (only for calls that changed nothing) lets the backend write it behind,
+        group-committed; reads from the same ledger object must still see it.
+        """
+        ...
+
+    def flush(self) -> None:
+        """Write deferred records now."""
         ...
 
     def append(self, events: Sequence[LedgerEvent]) -> None: ...

@@ -4,14 +4,23 @@ WAL lets readers (`toolkeeper ledger tail`) run beside the writer. Every transac
 records an intent is committed with `synchronous=FULL`, so the intent is on disk before the
 effect starts; completion rows use NORMAL, because losing one to a power cut (not a process
 crash) only turns a known outcome back into a recoverable unknown one.
+
+Records of calls that changed nothing (reads, rejections) may be written behind
+(`complete(..., defer=True)`): a writer thread group-commits them within milliseconds, so a
+read costs no transaction on the caller's path. Every read method of this class flushes
+first, so the process that wrote a record always reads it back; `close()` and interpreter
+exit flush too. Only a hard crash can lose such a record — never an intent, never the outcome
+of a call with side effects. Pass `write_behind=False` for a strictly synchronous audit trail.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
@@ -150,8 +159,9 @@ class SQLiteLedger:
     """A `Ledger` in one SQLite file. Safe to share between threads of one process, and
     between processes (SQLite's own locking; WAL readers never block the writer)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, write_behind: bool = True) -> None:
         self.path = Path(path)
+        self.write_behind = write_behind
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
@@ -167,6 +177,10 @@ class SQLiteLedger:
                 "writable, or pass another path (Harness(home=...) or --home)."
             ) from exc
         self._lock = threading.Lock()
+        self._pending: list[tuple[InvocationRecord, Sequence[LedgerEvent]]] = []
+        self._pending_cond = threading.Condition()
+        self._writer: threading.Thread | None = None
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"SQLiteLedger({str(self.path)!r})"
@@ -191,7 +205,47 @@ class SQLiteLedger:
                 if durable:
                     conn.execute("PRAGMA synchronous=NORMAL")
 
+    # -- write-behind --------------------------------------------------------------------
+
+    def _enqueue(self, record: InvocationRecord, events: Sequence[LedgerEvent]) -> None:
+        with self._pending_cond:
+            self._pending.append((record, events))
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=_write_behind, args=(weakref.ref(self),), daemon=True
+                )
+                self._writer.start()
+                atexit.register(_flush_at_exit, weakref.ref(self))
+            # Wake the writer only for a full batch; otherwise it wakes on its own every
+            # _BATCH_WAIT s. A wake-up per record costs more than the record.
+            if len(self._pending) >= _BATCH_SIZE:
+                self._pending_cond.notify()
+
+    def _take_pending(
+        self, timeout: float | None
+    ) -> list[tuple[InvocationRecord, Sequence[LedgerEvent]]]:
+        with self._pending_cond:
+            if not self._pending and not self._closed:
+                self._pending_cond.wait(timeout)
+            batch, self._pending = self._pending, []
+            return batch
+
+    def _write_batch(self, batch: list[tuple[InvocationRecord, Sequence[LedgerEvent]]]) -> None:
+        with self._transaction() as conn:
+            conn.executemany(_UPSERT, [_record_row(r) for r, _ in batch])
+            conn.executemany(_INSERT_EVENT, [row for _, ev in batch for row in _event_rows(ev)])
+
+    def flush(self) -> None:
+        """Write every deferred record now (the caller's thread does the work)."""
+        if not self._pending:
+            return
+        with self._pending_cond:
+            batch, self._pending = self._pending, []
+        if batch:
+            self._write_batch(batch)
+
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        self.flush()
         with self._lock:
             try:
                 return self._conn.execute(sql, params).fetchall()
@@ -203,6 +257,7 @@ class SQLiteLedger:
     def record_intent(
         self, record: InvocationRecord, events: Sequence[LedgerEvent]
     ) -> InvocationRecord | None:
+        self.flush()
         with self._transaction(durable=True) as conn:
             if record.idempotency_key is not None:
                 row = conn.execute(
@@ -221,13 +276,20 @@ class SQLiteLedger:
             conn.executemany(_INSERT_EVENT, _event_rows(events))
         return None
 
-    def complete(self, record: InvocationRecord, events: Sequence[LedgerEvent]) -> None:
+    def complete(
+        self, record: InvocationRecord, events: Sequence[LedgerEvent], *, defer: bool = False
+    ) -> None:
+        if defer and self.write_behind and not self._closed:
+            self._enqueue(record, events)
+            return
+        self.flush()
         with self._transaction() as conn:
             conn.execute(_UPSERT, _record_row(record))
             if events:
                 conn.executemany(_INSERT_EVENT, _event_rows(events))
 
     def append(self, events: Sequence[LedgerEvent]) -> None:
+        self.flush()
         with self._transaction() as conn:
             conn.executemany(_INSERT_EVENT, _event_rows(events))
 
@@ -336,8 +398,40 @@ class SQLiteLedger:
         return updated
 
     def close(self) -> None:
+        with self._pending_cond:
+            self._closed = True
+            self._pending_cond.notify_all()
+        self.flush()
         with self._lock:
             self._conn.close()
+
+
+_BATCH_SIZE = 256
+_BATCH_WAIT = 0.05
+
+
+def _write_behind(ref: weakref.ref[SQLiteLedger]) -> None:
+    """The writer thread: group-commit deferred records until the ledger closes or dies."""
+    while True:
+        ledger = ref()
+        if ledger is None or ledger._closed:
+            return
+        batch = ledger._take_pending(timeout=_BATCH_WAIT)
+        if batch:
+            try:
+                ledger._write_batch(batch)
+            except LedgerError:
+                # Put the batch back so flush() retries it and raises to a caller who can act.
+                with ledger._pending_cond:
+                    ledger._pending[:0] = batch
+                time.sleep(0.05)
+        del ledger
+
+
+def _flush_at_exit(ref: weakref.ref[SQLiteLedger]) -> None:
+    ledger = ref()
+    if ledger is not None and not ledger._closed:
+        ledger.flush()
 
 
 def _releasable(holder: InvocationRecord) -> bool:
