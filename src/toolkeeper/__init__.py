@@ -1,6 +1,8 @@
 """toolkeeper: the governed tool layer between an LLM agent and the world."""
 
+from toolkeeper.approvals import Approvals
 from toolkeeper.artifacts import ArtifactError, ArtifactStore, Projection, project_result
+from toolkeeper.assess import Assessment, Verdict, assess_invocation
 from toolkeeper.catalog import Catalog, CatalogProblem, load_catalog
 from toolkeeper.context import ToolContext
 from toolkeeper.contract import (
@@ -28,6 +30,7 @@ from toolkeeper.envelope import (
     ToolError,
 )
 from toolkeeper.errors import (
+    ApprovalError,
     CatalogError,
     ConfigError,
     ContractError,
@@ -37,10 +40,15 @@ from toolkeeper.errors import (
     RegistryError,
     ToolkeeperError,
 )
+from toolkeeper.executors import Executor, ToolFailure
+from toolkeeper.executors.inprocess import FunctionExecutor
 from toolkeeper.functions import contract_of, tool
 from toolkeeper.grants import Grant, GrantAuthority
+from toolkeeper.harness import Harness
 from toolkeeper.importers import load_tool_list
 from toolkeeper.invocation import InvocationRequest, Principal, Proposal
+from toolkeeper.ledger import InvocationRecord, Ledger, LedgerEvent
+from toolkeeper.ledger.sqlite import SQLiteLedger
 from toolkeeper.lint import Finding, LintConfig, LintReport, lint_catalog, lint_contract
 from toolkeeper.policy import (
     CedarPolicyEngine,
@@ -68,9 +76,12 @@ from toolkeeper.validation import ValidationResult, validate_arguments
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalError",
+    "Approvals",
     "ArtifactError",
     "ArtifactRef",
     "ArtifactStore",
+    "Assessment",
     "CallableSecretProvider",
     "Catalog",
     "CatalogError",
@@ -89,14 +100,20 @@ __all__ = [
     "ErrorCategory",
     "ExampleError",
     "ExecutionMeta",
+    "Executor",
     "FieldError",
     "FileSecretProvider",
     "Finding",
+    "FunctionExecutor",
     "Grant",
     "GrantAuthority",
+    "Harness",
     "Idempotency",
+    "InvocationRecord",
     "InvocationRequest",
+    "Ledger",
     "LedgerError",
+    "LedgerEvent",
     "LintConfig",
     "LintReport",
     "ModelView",
@@ -116,6 +133,7 @@ __all__ = [
     "ResultEnvelope",
     "ResultProjection",
     "RetryPolicy",
+    "SQLiteLedger",
     "SecretBroker",
     "SecretProvider",
     "SideEffect",
@@ -123,10 +141,13 @@ __all__ = [
     "ToolContext",
     "ToolContract",
     "ToolError",
+    "ToolFailure",
     "ToolkeeperError",
     "ValidationResult",
+    "Verdict",
     "__version__",
     "apply_repairs",
+    "assess_invocation",
     "contract_of",
     "decide_safely",
     "default_broker",
