@@ -123,3 +123,87 @@ def succeeded() -> Callable[..., ResultEnvelope]:
 def rejected() -> Callable[[str], ResultEnvelope]:
     """A rejected (invalid JSON) envelope for a call id."""
     return _rejected
+
+
+# -- vendor rules, written from the vendors' documentation independently of the adapters --
+
+DOC_COMMON = {"type", "description", "title", "enum", "const", "anyOf", "$ref"}
+DOC_BY_TYPE = {
+    "string": {"pattern", "format"},
+    "number": {"multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"},
+    "integer": {"multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"},
+    "array": {"items", "minItems", "maxItems"},
+    "object": {"properties", "required", "additionalProperties"},
+    "boolean": set(),
+    "null": set(),
+}
+DOC_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+
+
+def _strict_violations(schema: dict[str, Any]) -> list[str]:
+    """Every way `schema` breaks OpenAI's documented strict-mode rules."""
+    problems: list[str] = []
+    if schema.get("type") != "object" or "anyOf" in schema:
+        problems.append("root must be an object, not anyOf")
+    totals = {"properties": 0, "enum": 0, "chars": 0}
+
+    def visit(node: Any, where: str, depth: int) -> None:
+        if not isinstance(node, dict):
+            problems.append(f"{where}: not a schema object")
+            return
+        if "$ref" in node:
+            if len(node) > 1:
+                problems.append(f"{where}: $ref with siblings")
+            return
+        declared = node.get("type")
+        types = [declared] if isinstance(declared, str) else list(declared or [])
+        if not types and not {"enum", "const", "anyOf"} & node.keys():
+            problems.append(f"{where}: no type")
+        allowed = set(DOC_COMMON).union(*(DOC_BY_TYPE.get(t, set()) for t in types))
+        if where == "":
+            allowed.add("$defs")
+        for key in node.keys() - allowed:
+            problems.append(f"{where}: unsupported keyword {key}")
+        if "format" in node and node["format"] not in DOC_FORMATS:
+            problems.append(f"{where}: unsupported format {node['format']}")
+        if "object" in types:
+            depth += 1
+            if depth > 10:
+                problems.append(f"{where}: deeper than 10 object levels")
+            properties = node.get("properties", {})
+            if node.get("additionalProperties") is not False:
+                problems.append(f"{where}: additionalProperties must be false")
+            if set(node.get("required", [])) != set(properties):
+                problems.append(f"{where}: every property must be required")
+            totals["properties"] += len(properties)
+            totals["chars"] += sum(map(len, properties))
+            for name, sub in properties.items():
+                visit(sub, f"{where}/properties/{name}", depth)
+        if "array" in types:
+            visit(node.get("items"), f"{where}/items", depth)
+        values = node.get("enum", [])
+        totals["enum"] += len(values)
+        totals["chars"] += sum(len(v) for v in values if isinstance(v, str))
+        for i, branch in enumerate(node.get("anyOf", [])):
+            visit(branch, f"{where}/anyOf/{i}", depth)
+
+    visit({k: v for k, v in schema.items()}, "", 0)
+    for name, sub in schema.get("$defs", {}).items():
+        totals["chars"] += len(name)
+        visit(sub, f"/$defs/{name}", 0)
+    if totals["properties"] > 5000:
+        problems.append("more than 5000 properties")
+    if totals["enum"] > 1000:
+        problems.append("more than 1000 enum values")
+    if totals["chars"] > 120_000:
+        problems.append("more than 120000 characters of names and values")
+    return problems
+
+
+@pytest.fixture
+def strict_violations() -> Callable[[dict[str, Any]], list[str]]:
+    """OpenAI strict mode's documented rules: root object (not anyOf), additionalProperties
+    false and every property required on every object, only the supported keywords and
+    formats, a $ref without siblings, 5,000 properties, 10 object levels, 1,000 enum values
+    and 120,000 characters of names and values."""
+    return _strict_violations
