@@ -11,6 +11,7 @@ default of every optional field, so a TOML file (which has no null) reads back i
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -369,12 +370,29 @@ def read_data_file(path: Path) -> Any:
     raise ContractError(f"{path}: unsupported file type {suffix!r}; use .json, .yaml or .toml")
 
 
+def _known_fields(loc: tuple[Any, ...]) -> list[str]:
+    """Field names valid where an unknown field was found (top level or a policy part)."""
+    model: Any = ToolContract
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
 def _contract_error(data: Any, exc: ValidationError) -> ContractError:
     contract_id = data.get("id") if isinstance(data, dict) else None
     problems = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "(contract)"
-        problems.append(f"{where}: {err['msg']}")
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = f"unknown field {err['loc'][-1]!r}"
+            close = difflib.get_close_matches(str(err["loc"][-1]), _known_fields(err["loc"]), 1)
+            message += f"; did you mean {close[0]!r}?" if close else "; remove it"
+        problems.append(f"{where}: {message}")
     first_field = ".".join(str(p) for p in exc.errors()[0]["loc"]) if exc.errors() else None
     name = repr(contract_id) if contract_id else "(no id)"
     return ContractError(
