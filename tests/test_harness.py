@@ -520,3 +520,20 @@ def test_versions_live_side_by_side(tmp_path: Path, alice: Principal) -> None:
         harness.register(contract, executor=lambda v=version: {"v": v})
     assert call(harness, "get_v", {}, alice).structured_content == {"v": "2.0.0"}
     assert call(harness, "get_v@1.0.0", {}, alice).structured_content == {"v": "1.0.0"}
+
+
+def test_pending_repeat_of_a_keyed_call_never_displaces_the_key_holder(
+    tmp_path: Path, counter: Counter, alice: Principal
+) -> None:
+    harness = make_harness(tmp_path, counter)
+    args = {"manuscript_id": "m-1", "title": "New"}
+    first = call(harness, "write_title", args, alice, session="s")
+    harness.approvals.decide(first.execution_meta.approval_id, "approve", by="ed")
+    done = harness.resume_sync(first.execution_meta.approval_id)
+    again = call(harness, "write_title", args, alice, session="s")
+    assert again.status is Status.PENDING_APPROVAL
+    assert harness.ledger.get(done.execution_meta.request_id).status == "succeeded"
+    harness.approvals.decide(again.execution_meta.approval_id, "approve", by="ed")
+    replayed = harness.resume_sync(again.execution_meta.approval_id)
+    assert replayed.execution_meta.replay_of == done.execution_meta.request_id
+    assert len(counter.calls) == 1

@@ -277,7 +277,6 @@ class Harness:
             base,
             arguments=self.redactor.redact(arguments),
             arguments_digest=request.arguments_digest,
-            idempotency_key=request.idempotency_key,
         )
 
         decision = stages.authorize(self.policy, contract, request, environment)  # 4
@@ -315,11 +314,17 @@ class Harness:
             trail.add("dispatch", "grant_refused", reason=refused.error.message)
             return self._finish(base, trail, refused, contract, request, started)
         if not contract.is_read_only:
-            intent = replace(base, state=RecordState.INTENT, owner=_OWNER, updated_at=time.time())
+            # A row holds the idempotency key only from its intent on: a pending or rejected
+            # call must never occupy (or, in SQLite, REPLACE away) the key's holder.
+            claimed = replace(base, idempotency_key=request.idempotency_key)
+            intent = replace(
+                claimed, state=RecordState.INTENT, owner=_OWNER, updated_at=time.time()
+            )
             trail.add("dispatch", "intent", idempotency_key=request.idempotency_key)
             holder = self.ledger.record_intent(intent, trail.drain())
             if holder is not None:
                 return self._replay(holder, base, trail, request, started)
+            base = claimed
         context = ToolContext(
             request_id=request.request_id,
             call_id=request.call_id,
@@ -729,7 +734,7 @@ class Harness:
             replay_of=holder.request_id,
         )
         envelope = original.model_copy(update={"execution_meta": meta})
-        return self._record(replace(base, idempotency_key=None), trail, envelope, 0)
+        return self._record(base, trail, envelope, 0)
 
     def _record_cancelled(
         self,

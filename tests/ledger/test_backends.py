@@ -1,9 +1,14 @@
-"""The SQLite ledger: intents, idempotency keys, queries, approvals, concurrency."""
+"""Both ledger backends, through the `Ledger` protocol: intents, idempotency keys, queries,
+approvals, concurrency between connections. PostgreSQL runs when
+TOOLKEEPER_TEST_POSTGRES_DSN is set (`.ci/run` sets it to the local server)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +19,7 @@ from toolkeeper.ledger import (
     ApprovalRecord,
     ApprovalStatus,
     InvocationRecord,
+    Ledger,
     LedgerEvent,
     RecordState,
 )
@@ -33,14 +39,42 @@ def record(request_id: str, **fields: object) -> InvocationRecord:
     return replace(base, **fields)  # type: ignore[arg-type]
 
 
+Opener = Callable[[], Ledger]
+DSN = os.environ.get("TOOLKEEPER_TEST_POSTGRES_DSN")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """Opens another connection to one fresh ledger store, as another process would."""
+    if request.param == "sqlite":
+        yield lambda: SQLiteLedger(tmp_path / "ledger.db")
+        return
+    if not DSN:
+        pytest.skip("TOOLKEEPER_TEST_POSTGRES_DSN is not set; .ci/run sets it to the local server")
+    from toolkeeper.ledger.postgres import PostgresLedger
+
+    schema = f"tk_test_{uuid.uuid4().hex[:12]}"
+    yield lambda: PostgresLedger(DSN, schema=schema)
+    import psycopg
+
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
 @pytest.fixture
-def ledger(tmp_path: Path) -> SQLiteLedger:
-    return SQLiteLedger(tmp_path / "ledger.db")
+def ledger(opener: Opener) -> Iterator[Ledger]:
+    opened = opener()
+    yield opened
+    opened.close()
 
 
-def test_wal_mode_and_round_trip(ledger: SQLiteLedger, tmp_path: Path) -> None:
+def test_wal_mode(tmp_path: Path) -> None:
+    SQLiteLedger(tmp_path / "ledger.db")
     mode = sqlite3.connect(tmp_path / "ledger.db").execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
+
+
+def test_round_trip(ledger: Ledger) -> None:
     r = record("r1", arguments={"a": [1, 2]}, envelope={"status": "succeeded"})
     ledger.complete(r, [LedgerEvent("r1", "resolve", "resolved", {"x": 1})])
     assert ledger.get("r1") == r
@@ -49,7 +83,7 @@ def test_wal_mode_and_round_trip(ledger: SQLiteLedger, tmp_path: Path) -> None:
 
 
 def test_idempotency_key_is_held_until_the_holder_failed_without_effect(
-    ledger: SQLiteLedger,
+    ledger: Ledger,
 ) -> None:
     assert ledger.record_intent(record("r1", idempotency_key="k"), []) is None
     holder = ledger.record_intent(record("r2", idempotency_key="k"), [])
@@ -83,15 +117,15 @@ def test_idempotency_key_is_held_until_the_holder_failed_without_effect(
     assert ledger.get("r4").idempotency_key == "k"
 
 
-def test_concurrent_claims_of_one_key_have_one_winner(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.db"
-    SQLiteLedger(path)
+def test_concurrent_claims_of_one_key_have_one_winner(opener: Opener) -> None:
+    opener().close()
     winners = []
 
     def claim(i: int) -> None:
-        own = SQLiteLedger(path)  # separate connections, as separate processes would have
+        own = opener()  # separate connections, as separate processes would have
         if own.record_intent(record(f"r{i}", idempotency_key="same"), []) is None:
             winners.append(i)
+        own.close()
 
     threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
     for t in threads:
@@ -101,7 +135,7 @@ def test_concurrent_claims_of_one_key_have_one_winner(tmp_path: Path) -> None:
     assert len(winners) == 1
 
 
-def test_query_filters(ledger: SQLiteLedger) -> None:
+def test_query_filters(ledger: Ledger) -> None:
     ledger.complete(record("a", status="succeeded", created_at=100.0), [])
     ledger.complete(record("b", status="failed", principal_id="bob", created_at=200.0), [])
     ledger.complete(
@@ -116,13 +150,13 @@ def test_query_filters(ledger: SQLiteLedger) -> None:
     assert [r.request_id for r in ledger.query(limit=1)] == ["c"]
 
 
-def test_in_flight_lists_intents(ledger: SQLiteLedger) -> None:
+def test_in_flight_lists_intents(ledger: Ledger) -> None:
     ledger.record_intent(record("a"), [])
     ledger.complete(record("b", state=RecordState.COMPLETED), [])
     assert [r.request_id for r in ledger.in_flight()] == ["a"]
 
 
-def test_approval_transitions_are_atomic(ledger: SQLiteLedger) -> None:
+def test_approval_transitions_are_atomic(ledger: Ledger) -> None:
     approval = ApprovalRecord(
         approval_id="apr_1",
         request_id="r1",
@@ -160,3 +194,18 @@ def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(LedgerError, match="cannot open the ledger"):
         SQLiteLedger(blocker / "ledger.db")
+
+
+def test_deferred_records_are_read_back_and_survive_close(opener: Opener) -> None:
+    writer = opener()
+    for i in range(300):  # more than one batch
+        writer.complete(
+            record(f"d{i}", state=RecordState.COMPLETED, effect_state="none"), [], defer=True
+        )
+    assert writer.get("d299") is not None  # the writing process reads its own records
+    writer.complete(record("last", state=RecordState.COMPLETED), [], defer=True)
+    writer.close()
+    reader = opener()
+    assert reader.get("last") is not None
+    assert len(reader.query(limit=1000)) == 301
+    reader.close()
