@@ -19,7 +19,7 @@ def message(*blocks: Any) -> Message:
         id="msg_01",
         type="message",
         role="assistant",
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-4-6",
         content=list(blocks),
         stop_reason="tool_use" if any(isinstance(b, ToolUseBlock) for b in blocks) else "end_turn",
         stop_sequence=None,

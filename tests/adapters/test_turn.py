@@ -124,7 +124,7 @@ def anthropic_turn(*calls: tuple[str, str, Any]) -> dict[str, Any]:
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-4-6",
         "stop_reason": "tool_use",
         "content": [
             {"type": "tool_use", "id": cid, "name": name, "input": args}
