@@ -1,5 +1,6 @@
 """toolkeeper: the governed tool layer between an LLM agent and the world."""
 
+from toolkeeper.adapters import RenderReport, run_tool_calls
 from toolkeeper.approvals import Approvals
 from toolkeeper.artifacts import ArtifactError, ArtifactStore, Projection, project_result
 from toolkeeper.assess import Assessment, Verdict, assess_invocation
@@ -50,6 +51,7 @@ from toolkeeper.invocation import InvocationRequest, Principal, Proposal
 from toolkeeper.ledger import InvocationRecord, Ledger, LedgerEvent
 from toolkeeper.ledger.sqlite import SQLiteLedger
 from toolkeeper.lint import Finding, LintConfig, LintReport, lint_catalog, lint_contract
+from toolkeeper.naming import vendor_names
 from toolkeeper.policy import (
     CedarPolicyEngine,
     Condition,
@@ -128,6 +130,7 @@ __all__ = [
     "RedactingFilter",
     "Redactor",
     "RegistryError",
+    "RenderReport",
     "Repair",
     "ResolvedSecrets",
     "ResultEnvelope",
@@ -158,6 +161,8 @@ __all__ = [
     "load_tool_list",
     "normalize_schema",
     "project_result",
+    "run_tool_calls",
     "tool",
     "validate_arguments",
+    "vendor_names",
 ]
