@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import importlib.resources
 import json
 from typing import Any
 
@@ -12,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from bfcl_data import bfcl_data_dir
 from toolkeeper import CatalogError, normalize_schema
 from toolkeeper.dialects import SOURCES
 
@@ -160,7 +160,7 @@ def test_an_unknown_type_moves_into_the_description(name: Any) -> None:
 def test_bfcl_java_and_javascript_gold_answers_validate() -> None:
     """The string-or-native choice exists for this: BFCL's gold values are converted values
     (true, [101, 202], {...}) with variable names (strings) anywhere inside them."""
-    data = importlib.resources.files("bfcl_eval") / "data"
+    data = bfcl_data_dir()
     for category, source in (
         ("simple_java", "bfcl-java"),
         ("simple_javascript", "bfcl-javascript"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bfcl_data import bfcl_data_dir
 from toolkeeper import (
     CatalogError,
     ContractError,
@@ -25,7 +25,7 @@ from toolkeeper.importers import (
     from_openai_function,
 )
 
-BFCL_DATA = importlib.resources.files("bfcl_eval") / "data"
+BFCL_DATA = bfcl_data_dir()
 BFCL_CATEGORIES = (
     "simple_python",
     "multiple",
