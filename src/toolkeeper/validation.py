@@ -75,10 +75,11 @@ def validate_arguments(contract: ToolContract, raw: Any) -> ValidationResult:
         found = compiled.violations(contract, instance, rs_rejected=verdict is False)
         if found:
             return _rejected(contract, explain(found, instance, compiled.check, compiled.schema))
-    plan = compiled.defaults
-    return _accepted(
-        {**compiled.flat_defaults, **instance} if plan is None else _apply_defaults(instance, plan)
-    )
+    plan, flat = compiled.defaults, compiled.flat_defaults
+    if plan is not None:
+        return _accepted(_apply_defaults(instance, plan))
+    # Defaults fill absent keys only, after the caller's keys, in one C-level merge.
+    return _accepted({**instance, **flat, **instance} if flat else dict(instance))
 
 
 _new = object.__new__
