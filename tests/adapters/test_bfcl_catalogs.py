@@ -27,6 +27,13 @@ BFCL = Path(__file__).resolve().parents[1] / "data" / "bfcl"
 LANGUAGE = {"BFCL_v4_simple_java.json": "java", "BFCL_v4_simple_javascript.json": "javascript"}
 FILES = sorted(path.name for path in BFCL.glob("BFCL_v4_*.json"))
 GEMINI_TYPES = {"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT"}
+# Formats per type; "enum" also marks an integer or number enum written as strings (the
+# SDK's Schema.enum documentation).
+GEMINI_FORMATS = {
+    "STRING": {"enum", "date-time"},
+    "NUMBER": {"float", "double", "enum"},
+    "INTEGER": {"int32", "int64", "enum"},
+}
 
 
 def catalog(name: str) -> list[ToolContract]:
@@ -51,6 +58,8 @@ def gemini_violations(schema: Any, where: str = "") -> list[str]:
         problems.append(f"{where}: no type")
     if kind is not None and kind not in GEMINI_TYPES:
         problems.append(f"{where}: type {kind!r}")
+    if "format" in schema and schema["format"] not in GEMINI_FORMATS.get(kind, set()):
+        problems.append(f"{where}: format {schema['format']!r} for {kind}")
     if not all(isinstance(v, str) for v in schema.get("enum", [])):
         problems.append(f"{where}: enum values must be strings")
     if kind == "OBJECT":

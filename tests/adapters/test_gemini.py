@@ -121,6 +121,8 @@ def test_conversion_inlines_refs_and_rewrites_const_unions_and_enums() -> None:
             "note": {"type": ["string", "null"], "maxLength": 9},
             "id": {"type": ["string", "integer"], "description": "Either."},
             "pick": {"oneOf": [{"type": "string"}, {"type": "number", "exclusiveMinimum": 0}]},
+            "when": {"type": "string", "format": "date-time"},
+            "mail": {"type": "string", "format": "email"},
         },
         "required": ["owner"],
         "$defs": {"person": {"type": "object", "properties": {"name": {"type": "string"}}}},
@@ -139,6 +141,8 @@ def test_conversion_inlines_refs_and_rewrites_const_unions_and_enums() -> None:
     }
     assert props["pick"]["any_of"][1] == {"type": "NUMBER", "description": "(exclusiveMinimum: 0)"}
     assert ("/properties/pick", IssueKind.RELAXED, "oneOf rendered as any_of") in notes.items
+    assert props["when"] == {"type": "STRING", "format": "date-time"}
+    assert props["mail"] == {"type": "STRING", "description": '(format: "email")'}
     assert "$ref" not in str(converted) and "const" not in str(converted)
 
 

@@ -122,6 +122,10 @@ def test_nulls_a_schema_accepts_are_kept() -> None:
             {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing", "title": "t"}}},
             "cannot be resolved",
         ),
+        (
+            {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
+            "cannot be resolved",
+        ),
     ],
 )
 def test_shapes_strict_mode_cannot_express_are_refused(schema: dict[str, Any], reason: str) -> None:

@@ -104,7 +104,7 @@ def move_to_description(
         return node
     node = dict(node)
     stated = []
-    for keyword in keywords:
+    for keyword in dict.fromkeys(keywords):
         value = node.pop(keyword)
         stated.append(f"{keyword}: {json.dumps(value, ensure_ascii=False, sort_keys=True)}")
         notes.add(path, IssueKind.MOVED_TO_DESCRIPTION, keyword)

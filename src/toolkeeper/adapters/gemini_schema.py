@@ -55,6 +55,12 @@ _BY_TYPE = {
     "null": frozenset(),
 }
 _HANDLED = frozenset({"$ref", "anyOf", "oneOf", "allOf", "additionalProperties"})
+_FORMATS = {
+    "string": frozenset({"enum", "date-time"}),
+    "number": frozenset({"float", "double"}),
+    "integer": frozenset({"int32", "int64"}),
+}
+"""The formats the Gemini API accepts per type; others are stated in the description."""
 
 
 def to_gemini(schema: dict[str, Any]) -> tuple[dict[str, Any] | None, Notes]:
@@ -118,6 +124,10 @@ class _Converter:
             for k in node
             if k not in allowed or (k == "additionalProperties" and extra is not False)
         ]
+        if "format" in node and node["format"] not in _FORMATS.get(
+            concrete[0] if concrete else "", ()
+        ):
+            unsupported.append("format")
         node = move_to_description(node, unsupported, path, self.notes)
         out: dict[str, Any] = {}
         if concrete:

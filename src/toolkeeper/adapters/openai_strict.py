@@ -107,7 +107,7 @@ class _StrictWalker:
             )
         node = {k: v for k, v in schema.items() if k not in META_KEYWORDS}
         if "$ref" in node:
-            if len(node) == 1:
+            if len(node) == 1 and resolve_local(self.root, str(node["$ref"])) is not None:
                 return node
             node = self._inline(node, path, inlined)
             return self.node(node, path, inlined + 1)
