@@ -49,7 +49,8 @@ def validate_arguments(contract: ToolContract, raw: Any) -> ValidationResult:
 
     `raw` is JSON text (str or bytes) or an already-parsed value. None, "" and blank text
     count as `{}`, because models send "" for tools without parameters. Tool arguments are
-    always a JSON object, whatever the schema says.
+    always a JSON object, whatever the schema says. The one exception raised is
+    `ContractError`, when the schema refers to a schema that cannot be resolved offline.
     """
     entry = _BY_IDENTITY.get(id(contract))
     compiled = entry[1] if entry is not None and entry[0]() is contract else _remember(contract)
@@ -63,7 +64,7 @@ def validate_arguments(contract: ToolContract, raw: Any) -> ValidationResult:
         if isinstance(instance, Mapping):
             instance = dict(instance)
         else:
-            found = [Violation((), "type", "object", instance, {"type": "object"}, "")]
+            found = [Violation((), "type", "object", instance, _AN_OBJECT, "")]
             return _rejected(contract, explain(found, instance, compiled.check, compiled.schema))
     # The fast path, inlined: on valid input it is most of the cost of validation.
     fast = compiled.fast
@@ -81,6 +82,8 @@ def validate_arguments(contract: ToolContract, raw: Any) -> ValidationResult:
     # Defaults fill absent keys only, after the caller's keys, in one C-level merge.
     return _accepted({**instance, **flat, **instance} if flat else dict(instance))
 
+
+_AN_OBJECT: Final = {"type": "object"}
 
 _new = object.__new__
 _set_ok = ValidationResult.ok.__set__  # type: ignore[attr-defined]
@@ -122,6 +125,7 @@ def _rejected(contract: ToolContract, explanations: list[Explanation]) -> Valida
 # -- compiled contracts -------------------------------------------------------------------
 
 _NO_DEFAULT: Final = object()
+_MAX_SUBVALIDATORS: Final = 512
 
 _DefaultsPlan = tuple[tuple[str, Any, "_DefaultsPlan | None"], ...]
 """(property, default or _NO_DEFAULT, plan for the property's own object) per property."""
@@ -167,6 +171,8 @@ class _Compiled:
         """Does `value` satisfy `schema`, a subschema of this contract's (refs resolved)?"""
         cached = self.subvalidators.get(id(schema))
         if cached is None or cached[0] is not schema:
+            if len(self.subvalidators) >= _MAX_SUBVALIDATORS:
+                self.subvalidators.clear()
             # Holding `schema` keeps its id from being reused by another object.
             cached = self.subvalidators[id(schema)] = (schema, self.rich.evolve(schema=schema))
         try:
