@@ -74,8 +74,8 @@ def vendor_names(contracts: Sequence[ToolContract], family: str) -> dict[str, st
     """Map each contract's ref to a distinct name legal for `family`.
 
     Each name starts from ``contract.view(family).name``: illegal characters become ``_``, a
-    name the family does not let start as it does gets a leading ``_``, and a name that is
-    too long is cut and given an 8-hex suffix hashed from the full name. When several
+    name whose first character the family forbids there gets a leading ``_``, and a name that
+    is too long is cut and given an 8-hex suffix hashed from the full name. When several
     contracts land on one name, one keeps it and every other gets an 8-hex suffix hashed from
     its ref. The one that keeps it is, in order: the contract whose name needed no mapping
     (``math_factorial`` keeps ``math_factorial`` over ``math.factorial``), then the newest
