@@ -505,22 +505,23 @@ class Harness:
             capabilities=frozenset(approval.principal["capabilities"]),
             kind=approval.principal.get("kind", "agent"),
         )
-        request = InvocationRequest(
-            request_id=approval.request_id,
-            call_id=approval.call_id,
-            contract_ref=approval.contract_ref,
-            implementation_digest=approval.implementation_digest,
-            arguments=approval.arguments,
-            arguments_digest=approval.arguments_digest,
-            principal=principal,
-            session=approval.session,
-            parent_request_id=approval.parent_request_id,
-            idempotency_key=approval.idempotency_key,
-            resource_versions=approval.resource_versions,
-            approval_id=approval.approval_id,
-        )
-        stale = await self._stale_reason(entry, approval, request)
-        if stale is not None or entry is None:
+        stale = f"{approval.contract_ref} is no longer registered"
+        request = None
+        if entry is not None:
+            request = stages.normalize(
+                entry.contract,
+                approval.arguments,
+                Proposal(
+                    approval.call_id, entry.contract.id, idempotency_key=approval.idempotency_key
+                ),
+                request_id=approval.request_id,
+                principal=principal,
+                session=approval.session,
+                parent_request_id=approval.parent_request_id,
+            )
+            request = replace(request, approval_id=approval.approval_id)
+            stale = await self._stale_reason(entry, approval, request)
+        if stale is not None or entry is None or request is None:
             trail.add("approve", "stale", reason=stale)
             stop = stages._reject(
                 ErrorCategory.STALE,
@@ -529,16 +530,6 @@ class Harness:
             )
             return self._finish(record, trail, stop, None, request, started)
         contract = entry.contract
-        request = stages.normalize(
-            contract,
-            approval.arguments,
-            Proposal(approval.call_id, contract.id, idempotency_key=approval.idempotency_key),
-            request_id=approval.request_id,
-            principal=principal,
-            session=approval.session,
-            parent_request_id=approval.parent_request_id,
-        )
-        request = replace(request, approval_id=approval.approval_id)
         decision = stages.authorize(self.policy, contract, request, {})
         trail.add("authorize", decision.decision.value, policies=list(decision.policy_ids))
         verdict = stages.approve(contract, request, decision, "approved")
@@ -554,10 +545,8 @@ class Harness:
         return await self._execute(entry, request, grant, base, trail, started)
 
     async def _stale_reason(
-        self, entry: ToolEntry | None, approval: ApprovalRecord, request: InvocationRequest
+        self, entry: ToolEntry, approval: ApprovalRecord, request: InvocationRequest
     ) -> str | None:
-        if entry is None:
-            return f"{approval.contract_ref} is no longer registered"
         if entry.contract.digest() != approval.implementation_digest:
             return f"{approval.contract_ref} changed since it was approved"
         if arguments_digest(approval.arguments) != approval.arguments_digest:

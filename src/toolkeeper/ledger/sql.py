@@ -68,6 +68,59 @@ _BATCH_WAIT = 0.05
 Batch = list[tuple[InvocationRecord, Sequence[LedgerEvent]]]
 
 
+_DDL = """
+CREATE TABLE IF NOT EXISTS invocations (
+    request_id TEXT PRIMARY KEY,
+    call_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    state TEXT NOT NULL,
+    contract_ref TEXT,
+    implementation_digest TEXT,
+    arguments TEXT,
+    arguments_digest TEXT,
+    session TEXT,
+    parent_request_id TEXT,
+    idempotency_key TEXT UNIQUE,
+    status TEXT,
+    effect_state TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    approval_id TEXT,
+    envelope TEXT,
+    owner TEXT,
+    created_at {real} NOT NULL,
+    updated_at {real} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS invocations_state ON invocations (state);
+CREATE INDEX IF NOT EXISTS invocations_created ON invocations (created_at);
+CREATE INDEX IF NOT EXISTS invocations_parent ON invocations (parent_request_id);
+CREATE TABLE IF NOT EXISTS events (
+    seq {serial},
+    request_id TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL,
+    at {real} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_request ON events (request_id);
+CREATE TABLE IF NOT EXISTS approvals (
+    approval_id TEXT PRIMARY KEY,
+    request_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    body TEXT NOT NULL,
+    snapshot {blob},
+    created_at {real} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status);
+"""
+
+
+def schema_ddl(*, real: str, blob: str, serial: str) -> str:
+    """The tables every backend creates, in its own names for float, bytes and sequence."""
+    return _DDL.format(real=real, blob=blob, serial=serial)
+
+
 def _dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value, default=str, separators=(",", ":"))
 

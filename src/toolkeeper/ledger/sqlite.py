@@ -14,54 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper.errors import LedgerError
-from toolkeeper.ledger.sql import APPROVAL_COLUMNS, RECORD_COLUMNS, SQLLedger
+from toolkeeper.ledger.sql import APPROVAL_COLUMNS, RECORD_COLUMNS, SQLLedger, schema_ddl
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS invocations (
-    request_id TEXT PRIMARY KEY,
-    call_id TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    principal_id TEXT NOT NULL,
-    tenant TEXT NOT NULL,
-    state TEXT NOT NULL,
-    contract_ref TEXT,
-    implementation_digest TEXT,
-    arguments TEXT,
-    arguments_digest TEXT,
-    session TEXT,
-    parent_request_id TEXT,
-    idempotency_key TEXT UNIQUE,
-    status TEXT,
-    effect_state TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    approval_id TEXT,
-    envelope TEXT,
-    owner TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS invocations_state ON invocations (state);
-CREATE INDEX IF NOT EXISTS invocations_created ON invocations (created_at);
-CREATE INDEX IF NOT EXISTS invocations_parent ON invocations (parent_request_id);
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    request_id TEXT NOT NULL,
-    stage TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    data TEXT NOT NULL,
-    at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_request ON events (request_id);
-CREATE TABLE IF NOT EXISTS approvals (
-    approval_id TEXT PRIMARY KEY,
-    request_id TEXT NOT NULL,
-    status TEXT NOT NULL,
-    body TEXT NOT NULL,
-    snapshot BLOB,
-    created_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status);
-"""
+_SCHEMA = schema_ddl(real="REAL", blob="BLOB", serial="INTEGER PRIMARY KEY AUTOINCREMENT")
 
 
 def _insert_or_replace(table: str, columns: tuple[str, ...]) -> str:
