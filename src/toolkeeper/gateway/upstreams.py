@@ -131,9 +131,10 @@ def _assess_one(
     rivals = [s for s in offered[contract_id] if s != server]
     if rivals or contract_id in local_ids:
         holders = ", ".join(repr(s) for s in rivals) or "a local tool"
+        target = rivals[0] if rivals and config.namespace == f"{server}." else server
         reason = (
-            f"id {contract_id!r} is also offered by {holders}; give this upstream a namespace "
-            f"(mcpServers.{server}.namespace = {server + '.'!r})"
+            f"id {contract_id!r} is also offered by {holders}; give each upstream its own "
+            f"namespace, e.g. mcpServers.{target}.namespace = {target + '.'!r}"
         )
         findings += (Finding("name_collision", Severity.HIGH, "/name", reason, server, name),)
         return report(ToolStatus.COLLISION, reason)
