@@ -25,6 +25,7 @@ operator approved exactly that definition.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -102,19 +103,28 @@ def scan_tool(
             (code, path), Finding(code, FINDING_CLASSES[code], path, message, server, name)
         )
 
-    others = {other: frozenset(names) for other, names in known_tools.items() if other != server}
+    reference = _tool_reference(
+        frozenset(
+            (other, tool_name)
+            for other, names in known_tools.items()
+            if other != server
+            for tool_name in names
+        )
+    )
     description = _fold(str(tool.get("description") or ""))
     for path, text, is_name in _strings(tool):
+        plain = _fold(text)
+        words = _fold(_humanize(text)) if is_name else plain
         _check_invisible(text, path, add)
-        folded = _fold(_humanize(text) if is_name else text)
-        _check_directives(folded, path, add)
-        _check_credentials(_fold(text), path, add)
-        if path != "/name":  # the tool's own name is the collision check's business
-            _check_shadowing(_fold(text), others, path, add)
-        if is_name:
-            _check_instruction_name(folded, path, add)
-        elif len(text) > max_text:
+        _check_directives(words, path, add)
+        _check_credentials(plain, path, add)
+        if len(text) > max_text:
             add("oversized_text", path, f"{len(text)} characters, over the {max_text} allowed")
+        if path == "/name":
+            continue  # another server's tool of the same name is a collision, judged elsewhere
+        _check_shadowing(plain, reference, path, add)
+        if is_name:
+            _check_instruction_name(words, path, add)
     for path, prop, schema in _parameters(tool):
         _check_exfiltration(prop, schema, description, path, add)
     return list(found.values())
@@ -358,32 +368,47 @@ def _check_credentials(folded: str, path: str, add: Add) -> None:
         add("credential_path", path, f"names a credential file: {_snippet(folded, match)}")
 
 
-def _check_shadowing(text: str, others: Mapping[str, frozenset[str]], path: str, add: Add) -> None:
-    for other, names in sorted(others.items()):
-        for tool_name in sorted(names):
-            if _mentions(text, tool_name):
-                add(
-                    "shadowing",
-                    path,
-                    f"mentions {tool_name!r}, a tool of server {other!r}: a definition "
-                    "steering another server's tool (tool shadowing)",
-                )
-                return
+def _check_shadowing(text: str, reference: _Reference | None, path: str, add: Add) -> None:
+    match = reference.pattern.search(text) if reference else None
+    if reference and match:
+        name = next(group for group in match.groups() if group)
+        add(
+            "shadowing",
+            path,
+            f"mentions {name!r}, a tool of server {reference.owners[name]!r}: a definition "
+            "steering another server's tool (tool shadowing)",
+        )
 
 
-def _mentions(text: str, tool_name: str) -> bool:
-    """Whether `text` names `tool_name` as a tool. A distinctive identifier (``send_email``,
-    ``getUser``) counts anywhere, also inside a prefixed form like ``mcp_tool_send_email``; a
-    plain word (``fetch``) only when it is quoted or called a tool."""
-    escaped = re.escape(tool_name)
-    if re.search(r"[_\-.\d]|[a-z][A-Z]", tool_name):
-        bounded = rf"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9_])"
-        return re.search(bounded, text, re.I) is not None
-    quoted = (
-        rf"[`'\"]{escaped}[`'\"]|\b{escaped}\s+(?:tool|function)\b"
-        rf"|\b(?:tool|function)\s+{escaped}\b"
-    )
-    return re.search(quoted, text, re.I) is not None
+@dataclass(frozen=True, slots=True)
+class _Reference:
+    pattern: re.Pattern[str]
+    owners: dict[str, str]  # lower-case tool name → its server
+
+
+@functools.lru_cache(maxsize=64)
+def _tool_reference(tools: frozenset[tuple[str, str]]) -> _Reference | None:
+    """One pattern for every (server, tool name) in `tools`. A distinctive identifier
+    (``send_email``, ``getUser``) counts anywhere, also inside a prefixed form like
+    ``mcp_tool_send_email``; a plain word (``fetch``) only when quoted or called a tool."""
+    owners = {name.lower(): server for server, name in sorted(tools, reverse=True)}
+    distinctive = {n.lower() for _, n in tools if re.search(r"[_\-.\d]|[a-z][A-Z]", n)}
+    plain = set(owners) - distinctive
+    parts = []
+    if distinctive:
+        words = _alternatives(distinctive)
+        parts.append(rf"(?<![a-z0-9])({words})(?![a-z0-9_])")
+    if plain:
+        words = _alternatives(plain)
+        parts.append(
+            rf"[`'\"]({words})[`'\"]|\b({words})\s+(?:tool|function)\b"
+            rf"|\b(?:tool|function)\s+({words})\b"
+        )
+    return _Reference(re.compile("|".join(parts)), owners) if parts else None
+
+
+def _alternatives(names: Collection[str]) -> str:
+    return "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
 
 
 _VERB = (
@@ -394,7 +419,7 @@ _INSTRUCTION_NAME = re.compile(r"\b" + _VERB + r"\b")
 
 
 def _check_instruction_name(words: str, path: str, add: Add) -> None:
-    if len(words.split()) >= 4 and _INSTRUCTION_NAME.search(words):
+    if len(words.split()) >= 5 and _INSTRUCTION_NAME.search(words):
         add("hidden_directive", path, f"a name that reads as an instruction: {words[:120]!r}")
 
 
