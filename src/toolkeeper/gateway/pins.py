@@ -91,6 +91,7 @@ class PinStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._cache: tuple[tuple[int, int, int], dict[str, Any]] | None = None
 
     @classmethod
     def in_home(cls, home: str | Path) -> PinStore:
@@ -102,11 +103,11 @@ class PinStore:
     # -- reading ---------------------------------------------------------------------------
 
     def approved(self, server: str, tool: str) -> ApprovedPin | None:
-        entry = self._load().get(server, {}).get(tool, {})
+        entry = self._read().get(server, {}).get(tool, {})
         return ApprovedPin(**entry["approved"]) if entry.get("approved") else None
 
     def seen(self, server: str, tool: str) -> SeenDefinition | None:
-        entry = self._load().get(server, {}).get(tool, {})
+        entry = self._read().get(server, {}).get(tool, {})
         return SeenDefinition(**entry["seen"]) if entry.get("seen") else None
 
     def status(self, server: str, tool: str, current_hash: str) -> PinStatus:
@@ -116,7 +117,7 @@ class PinStore:
         return PinStatus.APPROVED if pin.hash == current_hash else PinStatus.CHANGED
 
     def tools(self, server: str) -> list[str]:
-        return sorted(self._load().get(server, {}))
+        return sorted(self._read().get(server, {}))
 
     def diff(self, server: str, tool: str) -> str:
         """A unified diff from the approved definition to the one seen last; empty when they
@@ -185,6 +186,18 @@ class PinStore:
         return pin
 
     # -- the file --------------------------------------------------------------------------
+
+    def _read(self) -> dict[str, Any]:
+        """The stored data, parsed again only when the file was replaced (every write makes a
+        new file, so inode, size and mtime tell); readers must not mutate it."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return {}
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._load())
+        return self._cache[1]
 
     def _load(self) -> dict[str, Any]:
         try:

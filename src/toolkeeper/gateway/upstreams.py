@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, ClientSession, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -232,12 +232,39 @@ class Federation:
         for link in self._links.values():
             await link.attempted()
         self._started = True
-        self._reassess()
+        for link in self._links.values():
+            self._record(link)
+        self.reassess()
 
     async def refresh(self) -> None:
         """List every connected upstream again and re-pin (also done on list_changed)."""
         for link in self._links.values():
             await link.refresh()
+
+    def reassess(self) -> None:
+        """Judge the last listings against the pin store as it is now: call it after an
+        operator approved (a signal handler, a timer); `refresh` also lists again."""
+        listings = {
+            name: link.listing for name, link in self._links.items() if link.listing is not None
+        }
+        for name, link in self._links.items():
+            if link.error and not link.listing:
+                self.errors[name] = link.error
+            else:
+                self.errors.pop(name, None)
+        reports = assess(listings, self._configs, self.pins, local_ids=self._local_ids)
+        self.tools = {(r.server, r.name): r for r in reports}
+        self.withheld = {}
+        for report in reports:
+            link = self._links[report.server]
+            if report.status is ToolStatus.APPROVED and self._register(report, link):
+                link.serve(report.name, report.hash)
+            else:
+                link.withhold(report.name)
+                self.withheld[(report.server, report.name)] = report.reason or (
+                    "approved, but an earlier definition is registered in this process; "
+                    "restart the gateway to serve the re-approved one"
+                )
 
     async def aclose(self) -> None:
         for link in self._links.values():
@@ -254,32 +281,12 @@ class Federation:
 
     def _relisted(self, link: UpstreamLink) -> None:
         if self._started:  # the first listings are assessed together, for collisions
-            self._reassess()
+            self._record(link)
+            self.reassess()
 
-    def _reassess(self) -> None:
-        listings = {
-            name: link.listing for name, link in self._links.items() if link.listing is not None
-        }
-        for name, link in self._links.items():
-            if link.error and not link.listing:
-                self.errors[name] = link.error
-            else:
-                self.errors.pop(name, None)
-            if link.listing is not None:
-                self.pins.record_seen(name, link.listing)
-        reports = assess(listings, self._configs, self.pins, local_ids=self._local_ids)
-        self.tools = {(r.server, r.name): r for r in reports}
-        self.withheld = {}
-        for report in reports:
-            link = self._links[report.server]
-            if report.status is ToolStatus.APPROVED and self._register(report, link):
-                link.serve(report.name, report.hash)
-            else:
-                link.withhold(report.name)
-                self.withheld[(report.server, report.name)] = report.reason or (
-                    "approved, but an earlier definition is registered in this process; "
-                    "restart the gateway to serve the re-approved one"
-                )
+    def _record(self, link: UpstreamLink) -> None:
+        if link.listing is not None:
+            self.pins.record_seen(link.name, link.listing)
 
     def _register(self, report: UpstreamTool, link: UpstreamLink) -> bool:
         """Register an approved tool once per definition; False when the registry already
@@ -362,12 +369,13 @@ class UpstreamLink:
         try:
             async with AsyncExitStack() as stack:
                 client = await stack.enter_async_context(self._client(stack))
-                await self._list_and_report(client)
-                self.client, self.error = client, None
-                self._fire_changed()
                 async with anyio.create_task_group() as watchers:
+                    # Subscribe before the first listing, or a change in between is lost.
+                    await watchers.start(self._listen, client)
                     watchers.start_soon(self._relist_on_request, client)
-                    watchers.start_soon(self._listen, client)
+                    await self._list_and_report(client)
+                    self.client, self.error = client, None
+                    self._fire_changed()
                     await self._lost.wait()
                     watchers.cancel_scope.cancel()
         except Exception as exc:  # a dead upstream is reported, never fatal to the gateway
@@ -422,20 +430,26 @@ class UpstreamLink:
             except Exception as exc:
                 self.error = _describe(exc)
 
-    async def _listen(self, client: Client) -> None:
+    async def _listen(
+        self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """On a 2026-07-28 connection change events arrive on a subscription stream; on a
-        2025 one, as notifications through `_on_message`."""
+        2025 one, as notifications through `_on_message`. Started once subscribed."""
         tools = client.server_capabilities.tools
-        if not (tools and tools.list_changed):
-            return
+        subscribed = False
         try:
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    self._relist.set()
+            if tools and tools.list_changed:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    subscribed = True
+                    task_status.started()
+                    async for _event in subscription:
+                        self._relist.set()
         except ListenNotSupportedError:
-            return
+            pass
         except Exception as exc:  # the stream is a convenience; calls still find a dead link
             self.error = _describe(exc)
+        if not subscribed:
+            task_status.started()
 
     # -- calls -------------------------------------------------------------------------------
 
