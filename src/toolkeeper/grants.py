@@ -22,7 +22,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from toolkeeper.errors import ConfigError
-from toolkeeper.invocation import canonical_json, new_id
+from toolkeeper.invocation import new_id
 
 if TYPE_CHECKING:
     from toolkeeper.invocation import InvocationRequest
@@ -132,9 +132,9 @@ class GrantAuthority:
         return None
 
     def _sign(self, grant: Grant) -> str:
-        # A plain tuple of the signed fields (not dataclasses.asdict): signing runs twice on
-        # every call's hot path, and the field order is fixed by _SIGNED.
-        payload = canonical_json([getattr(grant, name) for name in _SIGNED]).encode()
+        # The repr of a tuple of str, float, None and tuples of str is exact and stable, and
+        # costs a fraction of JSON: signing runs twice on every call's hot path.
+        payload = repr(tuple(getattr(grant, name) for name in _SIGNED)).encode()
         return hmac.new(self._key, payload, hashlib.sha256).hexdigest()
 
 

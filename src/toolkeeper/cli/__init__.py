@@ -17,7 +17,16 @@ from collections.abc import Sequence
 
 from toolkeeper.errors import ToolkeeperError
 
-COMMANDS: tuple[str, ...] = ("demo", "schema", "ledger", "approvals", "lint", "views")
+COMMANDS: tuple[str, ...] = (
+    "demo",
+    "schema",
+    "ledger",
+    "approvals",
+    "lint",
+    "views",
+    "serve",
+    "client",
+)
 """Subcommand modules, in the order `--help` lists them."""
 
 

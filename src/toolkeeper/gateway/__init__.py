@@ -1,2 +1,37 @@
 """The MCP gateway: serves governed tools to any MCP client and federates upstream MCP servers
-behind pins, scans and policy."""
+behind pins, scans and policy.
+
+    config = load_config("gateway.toml")
+    async with open_gateway(config, transport="http") as server:
+        await serve_http(server, config, on_ready=print)
+
+`toolkeeper serve CONFIG [--http HOST:PORT]` does exactly this (README "## Gateway").
+"""
+
+from toolkeeper.gateway.app import http_app, open_gateway, serve_http, serve_stdio
+from toolkeeper.gateway.auth import PrincipalResolver, StaticTokenVerifier
+from toolkeeper.gateway.config import GatewayConfig, HttpConfig, OAuthConfig, load_config
+from toolkeeper.gateway.loader import build_harness
+from toolkeeper.gateway.results import RESUME_TOOL
+from toolkeeper.gateway.server import GatewayServer
+from toolkeeper.gateway.upstream_config import UpstreamConfig
+from toolkeeper.gateway.upstreams import Federation, connect_upstreams
+
+__all__ = [
+    "RESUME_TOOL",
+    "Federation",
+    "GatewayConfig",
+    "GatewayServer",
+    "HttpConfig",
+    "OAuthConfig",
+    "PrincipalResolver",
+    "StaticTokenVerifier",
+    "UpstreamConfig",
+    "build_harness",
+    "connect_upstreams",
+    "http_app",
+    "load_config",
+    "open_gateway",
+    "serve_http",
+    "serve_stdio",
+]

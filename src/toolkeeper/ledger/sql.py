@@ -65,7 +65,11 @@ _RELEASABLE = ("rejected", "failed", "timed_out", "cancelled")
 _BATCH_SIZE = 256
 _BATCH_WAIT = 0.05
 
-Batch = list[tuple[InvocationRecord, Sequence[LedgerEvent]]]
+Row = tuple[Any, ...]
+Batch = list[tuple[Row, list[Row]]]
+"""Deferred records, already turned into rows by the caller: the writer thread then holds
+the GIL only briefly (sqlite3 and psycopg release it while they work), so it never stalls
+the event loop with JSON encoding."""
 
 
 _DDL = """
@@ -242,7 +246,7 @@ class SQLLedger:
 
     def _enqueue(self, record: InvocationRecord, events: Sequence[LedgerEvent]) -> None:
         with self._pending_cond:
-            self._pending.append((record, events))
+            self._pending.append((record_row(record), event_rows(events)))
             if self._writer is None:
                 self._writer = threading.Thread(
                     target=_write_behind, args=(weakref.ref(self),), daemon=True
@@ -271,10 +275,8 @@ class SQLLedger:
                 return
             try:
                 with self._transaction() as cur:
-                    cur.executemany(self.upsert_invocation, [record_row(r) for r, _ in batch])
-                    cur.executemany(
-                        _INSERT_EVENT, [row for _, ev in batch for row in event_rows(ev)]
-                    )
+                    cur.executemany(self.upsert_invocation, [row for row, _ in batch])
+                    cur.executemany(_INSERT_EVENT, [row for _, rows in batch for row in rows])
             except LedgerError:
                 with self._pending_cond:
                     self._pending[:0] = batch

@@ -111,6 +111,10 @@ class CedarPolicyEngine:
         except ValueError as exc:
             raise _syntax_error(statements, exc) from None
         self._sources = tuple(source for source, _ in sources)
+        # Building the Cedar context costs more than evaluating it; parts no policy names
+        # are left out (a policy cannot read what it never mentions).
+        text = "\n".join(text for _, text in sources)
+        self._reads = frozenset(part for part in _CONTEXT_PARTS if part in text)
         self._policies = _read_annotations(self._policy_set, statements)
 
     def __repr__(self) -> str:
@@ -129,7 +133,7 @@ class CedarPolicyEngine:
                     "principal": {"type": _PRINCIPAL_TYPE, "id": request.principal.id},
                     "action": _ACTION,
                     "resource": {"type": _TOOL_TYPE, "id": request.contract.ref},
-                    "context": _context_json(request),
+                    "context": _context_json(request, self._reads),
                 },
                 self._policy_set,
                 _entities(request.principal, _Tool.of(request.contract)),
@@ -324,27 +328,34 @@ def _entities(principal: Principal, tool: _Tool) -> cedarpy.Entities:
     )
 
 
-def _context_json(request: PolicyRequest) -> str:
-    """The Cedar context as JSON. Values Cedar cannot hold (null, floats that are no Cedar
-    decimal, integers beyond 64 bits, records using Cedar's escape keys, lists holding any of
-    these) are left out and their JSON pointers listed in ``context.omitted``; a policy that
-    reads a left-out value fails to evaluate, which denies."""
+_CONTEXT_PARTS = ("arguments", "environment", "target", "omitted")
+
+
+def _context_json(request: PolicyRequest, reads: frozenset[str] = frozenset(_CONTEXT_PARTS)) -> str:
+    """The Cedar context as JSON, with the parts named in `reads`. Values Cedar cannot hold
+    (null, floats that are no Cedar decimal, integers beyond 64 bits, records using Cedar's
+    escape keys, lists holding any of these) are left out and their JSON pointers listed in
+    ``context.omitted``; a policy that reads a left-out value fails to evaluate, which
+    denies."""
     omitted: list[str] = []
     context: dict[str, Any] = {}
     for name, values in (("arguments", request.arguments), ("environment", request.environment)):
+        if name not in reads and "omitted" not in reads:
+            continue
         record = _record(values, f"/{name}", omitted)
         if record is _OMIT:
             omitted.append(f"/{name}")
-        else:
+        elif name in reads:
             context[name] = record
     if "tenant" in request.environment:
         tenant = request.environment["tenant"]
         if not isinstance(tenant, str):
             raise TypeError(f"environment['tenant'] must be a string, not {tenant!r}")
         context["tenant"] = tenant
-    if request.resource is not None:
+    if request.resource is not None and "target" in reads:
         context["target"] = request.resource
-    context["omitted"] = omitted
+    if "omitted" in reads:
+        context["omitted"] = omitted
     return json.dumps(context)
 
 

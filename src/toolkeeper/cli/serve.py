@@ -1,0 +1,89 @@
+"""`toolkeeper serve CONFIG [--http [HOST:PORT]]`: the MCP gateway.
+
+Serves over stdio by default (for an MCP host that launches it as a subprocess); with
+``--http`` it listens for Streamable HTTP clients and prints the endpoint URL once it accepts
+connections. Log lines go to stderr, so stdout stays the protocol channel on stdio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from toolkeeper.errors import ConfigError
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway.config import GatewayConfig
+
+_FROM_CONFIG = "config"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve governed tools to MCP clients (stdio, or HTTP with --http)"
+    )
+    parser.add_argument("config", help="gateway configuration file (.toml, .yaml or .json)")
+    parser.add_argument(
+        "--http",
+        nargs="?",
+        const=_FROM_CONFIG,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Streamable HTTP on HOST:PORT (alone: the [http] host and port of CONFIG)",
+    )
+    parser.add_argument("--log-level", default="warning", help="stderr log level (default warning)")
+    parser.set_defaults(func=run)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 hosts in brackets: ``[::1]:8765``)."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(
+            f"--http {text!r} is not HOST:PORT; write e.g. --http 127.0.0.1:8765 (port 0 picks "
+            "a free port)",
+            key="--http",
+            value=text,
+        )
+    return host.strip("[]"), int(port)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here: the gateway pulls in the MCP server stack, which every other
+    # subcommand (and `toolkeeper --help`) should not wait for.
+    import anyio
+
+    from toolkeeper.gateway.config import load_config
+
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    config = load_config(args.config)
+    # Tools keep their own state beside the ledger; this is how they find it.
+    os.environ["TOOLKEEPER_HOME"] = str(config.home.resolve())
+    if args.http is None:
+        anyio.run(_stdio, config)
+        return 0
+    address = None if args.http == _FROM_CONFIG else parse_address(args.http)
+    anyio.run(_http, config, address)
+    return 0
+
+
+async def _stdio(config: GatewayConfig) -> None:
+    from toolkeeper.gateway.app import open_gateway, serve_stdio
+
+    async with open_gateway(config, transport="stdio") as server:
+        await serve_stdio(server)
+
+
+async def _http(config: GatewayConfig, address: tuple[str, int] | None) -> None:
+    from toolkeeper.gateway.app import open_gateway, serve_http
+
+    host, port = address if address is not None else (None, None)
+
+    def ready(url: str) -> None:
+        print(f"toolkeeper gateway listening on {url}", flush=True)
+
+    async with open_gateway(config, transport="http") as server:
+        await serve_http(server, config, host=host, port=port, on_ready=ready)

@@ -1,0 +1,259 @@
+"""Running a gateway: open it from a configuration, then serve it over stdio or HTTP.
+
+`open_gateway` owns everything with a lifetime (the harness and its ledger, the upstream
+connections) and yields the `GatewayServer`; `serve_stdio` and `serve_http` put that server
+on a transport. Over HTTP the SDK's session manager serves both protocol eras on one endpoint
+(``MCP-Protocol-Version: 2026-07-28`` requests take its stateless path), behind bearer
+authentication and, on a loopback host, DNS-rebinding protection.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, Literal
+
+import anyio
+import uvicorn
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.routes import create_protected_resource_routes
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
+
+from toolkeeper import __version__
+from toolkeeper.errors import ConfigError
+from toolkeeper.gateway.auth import PrincipalResolver, StaticTokenVerifier, require_bearer
+from toolkeeper.gateway.config import GatewayConfig, HttpConfig, OAuthConfig, is_loopback
+from toolkeeper.gateway.loader import build_harness, check_reserved_names
+from toolkeeper.gateway.server import GatewayServer
+from toolkeeper.gateway.upstreams import Federation, connect_upstreams
+
+logger = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "http"]
+
+_INSTRUCTIONS = (
+    "Every call is governed: it is validated, authorized, possibly held for a human approval, "
+    "and recorded. A result that did not succeed says why and what to do next; a call held "
+    "for approval is continued with toolkeeper.resume once a human has decided."
+)
+
+
+@asynccontextmanager
+async def open_gateway(
+    config: GatewayConfig, *, transport: Transport
+) -> AsyncIterator[GatewayServer]:
+    """The gateway `config` describes, ready to serve on `transport`; closed on exit (in the
+    task that opened it, which the upstream connections require)."""
+    principal_of = _principals(config, transport)
+    harness = build_harness(config)
+    local_ids = frozenset(contract.id for contract in harness.registry.latest_contracts())
+    try:
+        async with AsyncExitStack() as stack:
+            federation = None
+            if config.upstreams:
+                federation = await connect_upstreams(config.upstreams, harness, home=config.home)
+                stack.push_async_callback(federation.aclose)
+                _report(federation)
+            check_reserved_names(harness)
+            yield GatewayServer(
+                harness,
+                principal_of=principal_of,
+                name=config.name,
+                version=__version__,
+                instructions=_INSTRUCTIONS,
+                stdio_session=transport == "stdio",
+                federation=federation,
+                local_ids=local_ids,
+            )
+    finally:
+        harness.close()
+
+
+def _report(federation: Federation) -> None:
+    """Tell the operator (stderr) which upstreams failed and which tools are held back."""
+    for server, error in sorted(federation.errors.items()):
+        logger.warning("upstream %s is unreachable: %s", server, error)
+    for (server, tool), reason in sorted(federation.withheld.items()):
+        logger.warning("upstream %s: %s is not served: %s", server, tool, reason)
+
+
+def _principals(config: GatewayConfig, transport: Transport) -> PrincipalResolver:
+    if transport == "stdio":
+        if config.stdio_principal is None:
+            raise ConfigError(
+                "stdio_principal is not set; name the principal a stdio client acts as "
+                '(stdio_principal = "<id>"), or serve over HTTP with --http',
+                key="stdio_principal",
+            )
+        return PrincipalResolver(fixed=config.principal(config.stdio_principal))
+    if config.http.auth == "none":
+        assert config.http.principal is not None  # checked when the config loaded
+        return PrincipalResolver(fixed=config.principal(config.http.principal))
+    return PrincipalResolver(known={name: config.principal(name) for name in config.principals})
+
+
+async def serve_stdio(server: GatewayServer) -> None:
+    """Serve one client over this process's stdin and stdout until it disconnects."""
+    async with stdio_server() as (read_stream, write_stream):
+        await server.lowlevel.run(
+            read_stream, write_stream, server.lowlevel.create_initialization_options()
+        )
+
+
+async def serve_http(
+    server: GatewayServer,
+    config: GatewayConfig,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    on_ready: Callable[[str], None] = lambda url: None,
+) -> None:
+    """Serve over Streamable HTTP until interrupted or cancelled; `on_ready(url)` runs once
+    it accepts connections (port 0 picks a free port, and the URL names the real one).
+
+    Cancelling the caller's scope shuts the server down gracefully, as a signal does.
+    """
+    port = config.http.port if port is None else port
+    http = config.http.model_copy(update={"host": host or config.http.host, "port": port})
+    listener = _listen(http.host, http.port)
+    url_host = f"[{http.host}]" if ":" in http.host else http.host
+    url = f"http://{url_host}:{listener.getsockname()[1]}{http.path}"
+    app = http_app(server, http, verifier=_verifier(config, http), on_ready=lambda: on_ready(url))
+    uvicorn_config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+    )
+    web = uvicorn.Server(uvicorn_config)
+    async with anyio.create_task_group() as tasks:
+
+        async def run() -> None:
+            # Shielded: cancelling uvicorn mid-loop skips its shutdown; it must exit itself.
+            with anyio.CancelScope(shield=True):
+                await web.serve(sockets=[listener])
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(run)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            web.should_exit = True
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio turns Nagle off (TCP_NODELAY) only on sockets that say
+    # so, and with Nagle on every response waits ~40 ms for the client's delayed ACK.
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host.strip("[]"), port))
+    except OSError as exc:
+        listener.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; pick another port with "
+            "--http HOST:PORT (port 0 picks a free one)",
+            key="http.port",
+            value=port,
+        ) from None
+    listener.listen(128)
+    return listener
+
+
+def _verifier(config: GatewayConfig, http: HttpConfig) -> TokenVerifier | None:
+    if http.auth == "none":
+        return None
+    if http.oauth is not None:
+        return _load_verifier(http.oauth)
+    tokens = config.tokens()
+    if not tokens:
+        raise ConfigError(
+            "http.auth is 'token' but no principal has a token; add token_env (or token) to "
+            "a principal, or serve over stdio",
+            key="http.auth",
+            value=http.auth,
+        )
+    return StaticTokenVerifier(tokens)
+
+
+def _load_verifier(oauth: OAuthConfig) -> TokenVerifier:
+    module_name, _, attribute = oauth.verifier.partition(":")
+    try:
+        verifier: Any = importlib.import_module(module_name)
+        for part in attribute.split(".") if attribute else ():
+            verifier = getattr(verifier, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"http.oauth.verifier = {oauth.verifier!r} cannot be loaded ({exc}); name a "
+            "TokenVerifier instance as package.module:attribute",
+            key="http.oauth.verifier",
+            value=oauth.verifier,
+        ) from exc
+    if not callable(getattr(verifier, "verify_token", None)):
+        raise ConfigError(
+            f"http.oauth.verifier = {oauth.verifier!r} has no verify_token(token) method; "
+            "name an object implementing mcp.server.auth.provider.TokenVerifier",
+            key="http.oauth.verifier",
+            value=oauth.verifier,
+        )
+    return verifier  # type: ignore[no-any-return]
+
+
+def http_app(
+    server: GatewayServer,
+    http: HttpConfig,
+    *,
+    verifier: TokenVerifier | None,
+    on_ready: Callable[[], None] = lambda: None,
+) -> Starlette:
+    """The ASGI app: the MCP endpoint at `http.path`, authenticated by `verifier` (None: open)."""
+    security = None
+    if is_loopback(http.host):
+        loopback = ("127.0.0.1", "localhost", "[::1]")
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[f"{name}:*" for name in loopback],
+            allowed_origins=[f"http://{name}:*" for name in loopback],
+        )
+    manager = StreamableHTTPSessionManager(
+        app=server.lowlevel,
+        json_response=http.json_response,
+        stateless=http.stateless,
+        security_settings=security,
+    )
+    endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+    middleware: list[Middleware] = []
+    extra_routes: list[BaseRoute] = []
+    if verifier is not None:
+        oauth = http.oauth
+        endpoint, middleware = require_bearer(
+            endpoint,
+            verifier,
+            resource_url=oauth.resource_url if oauth else None,
+            required_scopes=oauth.required_scopes if oauth else None,
+            check_audience=oauth.check_audience if oauth else False,
+        )
+        if oauth is not None:
+            extra_routes.extend(
+                create_protected_resource_routes(
+                    resource_url=oauth.resource_url,
+                    authorization_servers=[oauth.issuer_url],
+                    scopes_supported=oauth.required_scopes or None,
+                )
+            )
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            on_ready()
+            yield
+
+    routes: list[BaseRoute] = [Route(http.path, endpoint=endpoint), *extra_routes]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

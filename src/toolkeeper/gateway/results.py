@@ -1,0 +1,114 @@
+"""The gateway's wire shapes: a principal's ``tools/list`` and a ``CallToolResult`` per envelope.
+
+Rendering is `toolkeeper.adapters.mcp.render`, the same one every other entry point uses, so
+the names a client sees are the names the harness resolves. The gateway adds one tool of its
+own, `RESUME_TOOL`, through which a client continues a call a human has approved: models cannot
+set ``_meta``, but they can call a tool, and the pending envelope tells them to.
+
+A result that did not succeed is a tool execution error (``isError: true``) carrying the whole
+envelope in ``structuredContent``, so a model can read the field errors and the fix; ledger ids
+ride in ``_meta`` so a host can find the call in `toolkeeper ledger show`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mcp_types import CallToolResult, TextContent, Tool
+
+from toolkeeper.adapters.mcp import CALL_ID_META, render
+from toolkeeper.contract import ToolContract
+from toolkeeper.envelope import ErrorCategory, ResultEnvelope, Status, ToolError
+
+RESUME_TOOL = "toolkeeper.resume"
+"""The gateway's own tool: continue a call after its approval was decided."""
+
+META_PREFIX = CALL_ID_META.rsplit("/", 1)[0] + "/"
+"""The ``_meta`` key prefix for ledger ids, shared with the MCP adapter (``toolkeeper.dev/``)."""
+REQUEST_ID_META = META_PREFIX + "request_id"
+APPROVAL_ID_META = META_PREFIX + "approval_id"
+
+_RESUME_DEFINITION: dict[str, Any] = {
+    "name": RESUME_TOOL,
+    "description": (
+        "Continue a call that was answered with status pending_approval, once a human has "
+        "decided it. Returns the call's outcome: its result if approved, approval_denied if "
+        "denied, or pending_approval again while nobody has decided.\n"
+        "Use when: an earlier answer said pending_approval and gave an approval_id.\n"
+        "Do not use when: you have no approval_id from an earlier answer; call the tool itself."
+    ),
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "approval_id": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The approval_id from the pending_approval answer.",
+            }
+        },
+        "required": ["approval_id"],
+        "additionalProperties": False,
+    },
+    "annotations": {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    },
+}
+
+
+def tool_listing(contracts: Sequence[ToolContract]) -> list[Tool]:
+    """The tools one principal sees: its visible contracts, then `RESUME_TOOL`."""
+    rendered = [*render(contracts), _RESUME_DEFINITION]
+    return [Tool.model_validate(tool) for tool in rendered]
+
+
+def advertised_output_schema(contract: ToolContract) -> dict[str, Any] | None:
+    """The ``outputSchema`` the listing shows for `contract`, if any (the adapter decides)."""
+    return render([contract])[0].get("outputSchema")
+
+
+def call_result(
+    envelope: ResultEnvelope, *, structured_content: Mapping[str, Any] | None = None
+) -> CallToolResult:
+    """The ``CallToolResult`` for `envelope`.
+
+    `structured_content` overrides a success's content: the server passes the full stored
+    result when the projection stored it aside, since a client validates a success's
+    ``structuredContent`` against the advertised output schema and the preview would not match.
+    """
+    text = envelope.to_model_text()
+    meta = envelope.execution_meta
+    if envelope.status is Status.PENDING_APPROVAL and meta is not None and meta.approval_id:
+        text += (
+            f'\nnext: once a human decides, call {RESUME_TOOL} with {{"approval_id": '
+            f'"{meta.approval_id}"}}'
+        )
+    if envelope.ok:
+        content = envelope.structured_content if structured_content is None else structured_content
+    else:
+        content = envelope.model_dump(mode="json", exclude_none=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=dict(content) if content is not None else None,
+        is_error=not envelope.ok,
+        meta=_ledger_ids(envelope),
+    )
+
+
+def refusal(category: ErrorCategory, message: str, fix: str) -> ResultEnvelope:
+    """An envelope for a gateway-level refusal that never reached the pipeline (nothing ran)."""
+    error = ToolError(category=category, message=message, suggested_fix=fix)
+    return ResultEnvelope(status=Status.REJECTED, error=error, summary=message)
+
+
+def _ledger_ids(envelope: ResultEnvelope) -> dict[str, Any] | None:
+    meta = envelope.execution_meta
+    if meta is None:
+        return None
+    ids = {REQUEST_ID_META: meta.request_id, CALL_ID_META: meta.call_id}
+    if meta.approval_id:
+        ids[APPROVAL_ID_META] = meta.approval_id
+    return ids

@@ -1,0 +1,293 @@
+"""`GatewayServer`: the harness served over MCP by the SDK's low-level `Server`.
+
+The low-level server is used (not `MCPServer`) so the pipeline owns validation: the SDK never
+checks arguments against ``inputSchema``, and an invalid argument comes back as a tool
+execution error carrying our envelope. Every ``tools/call`` is one `Harness.invoke` (or, for
+`RESUME_TOOL`, one `Harness.resume`), so the gateway adds no second road to execution.
+
+Both protocol eras are served by the same handlers; the SDK routes each connection (stdio) or
+request (HTTP) by the era the client opens with:
+
+- 2025-11-25 and earlier: the ``initialize`` handshake and, over HTTP, ``Mcp-Session-Id``
+  sessions. The catalog changing is announced with ``notifications/tools/list_changed`` on
+  each connection's standalone channel (stdout, or the session's GET stream).
+- 2026-07-28: no handshake, no session; every request carries its own envelope. Change
+  notifications reach only clients that opened a ``subscriptions/listen`` stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_REQUEST,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolkeeper.contract import ToolContract
+from toolkeeper.envelope import ErrorCategory, ResultEnvelope
+from toolkeeper.errors import ApprovalError
+from toolkeeper.gateway.results import (
+    RESUME_TOOL,
+    advertised_output_schema,
+    call_result,
+    refusal,
+    tool_listing,
+)
+from toolkeeper.harness import Harness
+from toolkeeper.invocation import Principal, Proposal
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway.upstreams import Federation
+
+logger = logging.getLogger(__name__)
+
+PrincipalOf = Callable[[Any], Principal | None]
+"""Maps the transport's request object (a Starlette request, or None on stdio) to a principal."""
+
+CATALOG_POLL_SECONDS = 0.25
+"""How often the catalog state is compared. The harness exposes a generation counter and the
+federation its tools' statuses, not callbacks; comparing them costs next to nothing and
+catches changes from every source (registrations, re-listed upstreams, re-approved pins)."""
+MAX_TRACKED_SESSIONS = 10_000
+"""Handshake-era connections remembered for list-changed pushes (the SDK's session cap)."""
+
+
+class _Server(Server[dict[str, Any]]):
+    """The SDK server, advertising ``tools.listChanged`` on the handshake era too: the SDK
+    reads that flag from `NotificationOptions`, which its HTTP session manager never passes."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+class GatewayServer:
+    """Serves one harness to MCP clients; `lowlevel` is the SDK server to run on a transport."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        *,
+        principal_of: PrincipalOf,
+        name: str = "toolkeeper",
+        version: str = "",
+        instructions: str | None = None,
+        stdio_session: bool = False,
+        federation: Federation | None = None,
+        local_ids: frozenset[str] = frozenset(),
+    ) -> None:
+        """`federation` serves upstream tools; every registered id outside `local_ids` is one
+        of its tools and is listed only while the federation serves it (the registry keeps
+        what it once registered, so a withdrawn approval must be filtered here)."""
+        self.harness = harness
+        self._principal_of = principal_of
+        self._federation = federation
+        self._local_ids = local_ids
+        # stdio serves exactly one connection per process, so one id names its session.
+        self._stdio_session = f"stdio-{uuid.uuid4().hex[:12]}" if stdio_session else None
+        self._bus = InMemorySubscriptionBus()
+        self._listings: dict[tuple[int, frozenset[str]], ListToolsResult] = {}
+        self._output_schemas: dict[str, bool] = {}
+        self._sessions: dict[str, ServerSession] = {}
+        self.lowlevel = _Server(
+            name,
+            version=version,
+            instructions=instructions,
+            lifespan=self._lifespan,
+            # None skips the SDK's Mcp-Param header check, which would otherwise list tools on
+            # every 2026 call; its lookup is not scoped to the caller, so answering it would
+            # also tell a caller which hidden tools exist.
+            get_tool_input_schema=lambda _name: None,
+            cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=ListenHandler(self._bus),
+        )
+        self.lowlevel.middleware.append(self._remember_session)
+
+    def __repr__(self) -> str:
+        return f"GatewayServer({self.harness!r}, sessions={len(self._sessions)})"
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        principal = self._principal(ctx)
+        key = (self._catalog_state(), principal.capabilities)
+        listing = self._listings.get(key)
+        if listing is None:
+            if len(self._listings) > 256:
+                self._listings.clear()
+            visible = [c for c in self.harness.visible_contracts(principal) if self._serves(c)]
+            listing = self._listings[key] = ListToolsResult(tools=tool_listing(visible))
+        return listing
+
+    def _serves(self, contract: ToolContract) -> bool:
+        if self._federation is None or contract.id in self._local_ids:
+            return True
+        return self._federation.is_served(contract.id)
+
+    def _catalog_state(self) -> Hashable:
+        """Changes whenever what any principal may list changes."""
+        generation = self.harness.registry.generation
+        if self._federation is None:
+            return generation
+        served = (c.id for c in self.harness.registry.latest_contracts() if self._serves(c))
+        return generation, frozenset(served)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        principal = self._principal(ctx)
+        if params.name == RESUME_TOOL:
+            envelope = await self._resume(params.arguments, principal)
+        else:
+            call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex
+            arguments = params.arguments if params.arguments is not None else {}
+            proposal = Proposal(call_id, params.name, arguments, family="mcp")
+            envelope = await self.harness.invoke(
+                proposal, principal=principal, session=self._session_of(ctx)
+            )
+        return call_result(envelope, structured_content=self._full_result(envelope))
+
+    async def _resume(
+        self, arguments: Mapping[str, Any] | None, principal: Principal
+    ) -> ResultEnvelope:
+        """Continue an approved call, for the principal that proposed it and nobody else."""
+        approval_id = (arguments or {}).get("approval_id")
+        if not isinstance(approval_id, str):
+            return refusal(
+                ErrorCategory.INVALID_ARGUMENT,
+                "approval_id is required and must be a string",
+                'Pass the approval_id of the pending_approval answer: {"approval_id": "apr_..."}.',
+            )
+        unknown = refusal(
+            ErrorCategory.NOT_FOUND,
+            f"no approval {approval_id!r} for this caller",
+            "Use the approval_id from a pending_approval answer to one of your own calls.",
+        )
+        try:
+            approval = self.harness.approvals.get(approval_id)
+        except ApprovalError:
+            return unknown
+        owner = (approval.principal.get("id"), approval.principal.get("tenant"))
+        if owner != (principal.id, principal.tenant):
+            return unknown
+        try:
+            return await self.harness.resume(approval_id)
+        except ApprovalError:
+            return unknown
+
+    def _full_result(self, envelope: ResultEnvelope) -> dict[str, Any] | None:
+        """The whole stored result of a success whose projection stored it aside, when the
+        listing advertises an output schema the preview would not match; else None."""
+        provenance = envelope.provenance
+        if not envelope.ok or not envelope.artifact_refs or provenance is None:
+            return None
+        ref = f"{provenance.tool_id}@{provenance.tool_version}"
+        advertised = self._output_schemas.get(ref)
+        if advertised is None:
+            entry = self.harness.registry.get(ref)
+            advertised = entry is not None and advertised_output_schema(entry.contract) is not None
+            self._output_schemas[ref] = advertised
+        if not advertised:
+            return None
+        return self.harness.artifacts.get_json(envelope.artifact_refs[0])
+
+    # -- identity --------------------------------------------------------------------------
+
+    def _principal(self, ctx: ServerRequestContext[Any, Any]) -> Principal:
+        principal = self._principal_of(ctx.request)
+        if principal is None:
+            # The HTTP layer refuses unauthenticated requests before they get here; this is
+            # the last line if a deployment wires the app without it.
+            raise MCPError(code=INVALID_REQUEST, message="unauthenticated request")
+        return principal
+
+    def _session_of(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        headers = getattr(ctx.request, "headers", None)
+        if headers is not None:
+            return headers.get("mcp-session-id")
+        return self._stdio_session
+
+    # -- list-changed notifications ----------------------------------------------------------
+
+    async def _remember_session(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Keep a handle on each handshake-era connection, to push list_changed to it later."""
+        if ctx.request_id is not None and ctx.method != "initialize":
+            key = self._session_of(ctx)
+            if key is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                self._sessions.pop(key, None)
+                self._sessions[key] = ctx.session
+                if len(self._sessions) > MAX_TRACKED_SESSIONS:
+                    del self._sessions[next(iter(self._sessions))]
+        return await call_next(ctx)
+
+    async def notify_tools_changed(self) -> None:
+        """Tell every client that the tool list may have changed (it is a level trigger:
+        each client lists again and sees what its own principal may see)."""
+        await self._bus.publish(ToolsListChanged())
+        for key, session in list(self._sessions.items()):
+            try:
+                with anyio.fail_after(1):
+                    await session.send_tool_list_changed()
+            except Exception:
+                # The connection is gone (closed, timed out); forget it.
+                self._sessions.pop(key, None)
+
+    @asynccontextmanager
+    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._watch_catalog)
+            yield {}
+            tasks.cancel_scope.cancel()
+
+    async def _watch_catalog(self) -> None:
+        seen, pins = self._catalog_state(), self._pins_stamp()
+        while True:
+            await anyio.sleep(CATALOG_POLL_SECONDS)
+            if self._federation is not None and (stamp := self._pins_stamp()) != pins:
+                # An operator approved (or revoked) an upstream pin from another process.
+                pins = stamp
+                self._federation.reassess()
+            current = self._catalog_state()
+            if current != seen:
+                seen = current
+                logger.info("the tool catalog changed; notifying clients")
+                await self.notify_tools_changed()
+
+    def _pins_stamp(self) -> tuple[int, int] | None:
+        if self._federation is None:
+            return None
+        try:
+            stat = self._federation.pins.path.stat()
+        except FileNotFoundError:
+            return None
+        return stat.st_mtime_ns, stat.st_size
