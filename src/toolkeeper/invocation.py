@@ -99,9 +99,14 @@ def new_request_id() -> str:
     return new_id("req")
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+).encode
+
+
 def canonical_json(value: Any) -> str:
     """Key-sorted, compact JSON: the form every digest is computed over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL(value)
 
 
 def arguments_digest(arguments: dict[str, Any]) -> str:
