@@ -15,8 +15,19 @@ import pytest
 from gateway_support import ALICE, BOB, ERAS, Gateway, http_client, stdio_client, write_gateway
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
-from mcp_types import CallToolResult, TextContent, Tool, ToolListChangedNotification
+from mcp_types import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    CallToolResult,
+    EmptyResult,
+    Request,
+    TextContent,
+    Tool,
+    ToolListChangedNotification,
+)
 
 from toolkeeper import tool
 from toolkeeper.cli import main
@@ -193,6 +204,35 @@ async def test_denied_approval_answers_approval_denied(http_gateway: Gateway) ->
         assert error(denied)["category"] == "approval_denied"
         bad = await alice.call_tool("toolkeeper.resume", {"approval": approval_id})
         assert error(bad)["category"] == "invalid_argument"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_protocol_errors_stay_protocol_errors(http_gateway: Gateway, mode: str) -> None:
+    """Unknown methods and malformed requests are JSON-RPC errors, never envelopes; only a
+    well-formed tools/call reaches the pipeline."""
+    malformed = {"name": "lookup", "arguments": "item=apples"}
+    async with http_client(http_gateway.url, ALICE, mode) as client:
+        for method, params, code in (
+            ("tools/unknown", None, METHOD_NOT_FOUND),
+            ("tools/call", malformed, INVALID_PARAMS),
+            ("tools/call", {"arguments": {}}, INVALID_PARAMS),
+        ):
+            with pytest.raises(MCPError) as caught:
+                await client.session.send_request(
+                    Request[Any, Any](method=method, params=params), EmptyResult
+                )
+            assert caught.value.error.code == code
+    era = "2025-11-25" if mode == "legacy" else mode
+    headers = {
+        "Authorization": f"Bearer {ALICE}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": era,
+    }
+    async with httpx2.AsyncClient() as http:
+        response = await http.post(http_gateway.url, content=b"{not json", headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == PARSE_ERROR
 
 
 TEN_STAGES = [
