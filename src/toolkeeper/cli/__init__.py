@@ -26,6 +26,7 @@ COMMANDS: tuple[str, ...] = (
     "views",
     "serve",
     "client",
+    "upstreams",
 )
 """Subcommand modules, in the order `--help` lists them."""
 
