@@ -121,7 +121,14 @@ class HttpConfig(_Strict):
     stateless: bool = Field(
         default=False, description="Serve 2025 clients without sessions (no list_changed)."
     )
-    json_response: bool = False
+    json_response: bool = Field(
+        default=True,
+        description=(
+            "Answer each POST with one JSON body: a call's stream carries nothing but its "
+            "answer, and JSON costs less than SSE. false streams SSE, with keep-alives for "
+            "calls longer than a proxy's idle timeout."
+        ),
+    )
     oauth: OAuthConfig | None = None
 
     @field_validator("path")

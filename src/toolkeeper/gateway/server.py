@@ -110,7 +110,7 @@ class GatewayServer:
         # stdio serves exactly one connection per process, so one id names its session.
         self._stdio_session = f"stdio-{uuid.uuid4().hex[:12]}" if stdio_session else None
         self._bus = InMemorySubscriptionBus()
-        self._listings: dict[tuple[int, frozenset[str]], ListToolsResult] = {}
+        self._listings: dict[tuple[Hashable, frozenset[str]], ListToolsResult] = {}
         self._output_schemas: dict[str, bool] = {}
         self._sessions: dict[str, ServerSession] = {}
         self.lowlevel = _Server(
@@ -141,7 +141,7 @@ class GatewayServer:
         key = (self._catalog_state(), principal.capabilities)
         listing = self._listings.get(key)
         if listing is None:
-            if len(self._listings) > 256:
+            if len(self._listings) > 256:  # one per capability set per catalog state: stale
                 self._listings.clear()
             visible = [c for c in self.harness.visible_contracts(principal) if self._serves(c)]
             listing = self._listings[key] = ListToolsResult(tools=tool_listing(visible))
