@@ -58,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
 
     from toolkeeper.gateway.config import load_config
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     config = load_config(args.config)
     # Tools keep their own state beside the ledger; this is how they find it.
     os.environ["TOOLKEEPER_HOME"] = str(config.home.resolve())
