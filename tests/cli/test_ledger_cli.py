@@ -76,7 +76,9 @@ def test_bad_input_is_a_clear_error(
     assert error["error"] == "ApprovalError" and error["approval_id"] == "apr_nope"
 
 
-def test_approve_from_the_shell_is_recorded_once(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_approve_from_the_shell_is_recorded_once(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     [pending] = run_json(capsys, "approvals", "list", "--home", str(home))
     assert pending["contract_ref"] == "delete_note@1.0.0"
     assert main(["approvals", "show", pending["approval_id"], "--home", str(home)]) == 0
