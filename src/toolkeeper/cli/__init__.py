@@ -17,34 +17,39 @@ from collections.abc import Sequence
 
 from toolkeeper.errors import ToolkeeperError
 
-COMMANDS: tuple[str, ...] = (
-    "demo",
-    "schema",
-    "ledger",
-    "approvals",
-    "lint",
-    "views",
-    "serve",
-    "client",
-    "upstreams",
-)
-"""Subcommand modules, in the order `--help` lists them."""
+COMMANDS: dict[str, str] = {
+    "demo": "demo",
+    "serve": "serve",
+    "tools": "client",
+    "call": "client",
+    "approvals": "approvals",
+    "ledger": "ledger",
+    "upstreams": "upstreams",
+    "lint": "lint",
+    "views": "views",
+    "schema": "schema",
+}
+"""Subcommand → the module that registers it, in the order `--help` lists them."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with a known `command`, only that command's module is imported, because
+    some (the gateway's) load the whole MCP stack and every command would pay for it."""
     parser = argparse.ArgumentParser(
         prog="toolkeeper",
         description="The governed tool layer between an LLM agent and the world.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    modules = [COMMANDS[command]] if command in COMMANDS else COMMANDS.values()
+    for name in dict.fromkeys(modules):
         importlib.import_module(f"toolkeeper.cli.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(next((a for a in arguments if not a.startswith("-")), None))
+    args = parser.parse_args(arguments)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
