@@ -88,3 +88,15 @@ def test_results_are_call_tool_results_and_errors_carry_the_envelope(
     assert bad.structured_content["status"] == "rejected"
     assert bad.structured_content["error"]["category"] == "invalid_argument"
     assert ResultEnvelope.model_validate(bad.structured_content) == rejected("2")
+
+
+def test_output_schema_is_withheld_when_secret_fields_are_redacted() -> None:
+    contract = ToolContract(
+        id="get_user",
+        description="Read a user.",
+        side_effect="none",
+        output_schema={"type": "object", "properties": {"ssn": {"type": "integer"}}},
+        data_classification={"fields": {"/ssn": "secret"}},
+    )
+    [tool] = mcp.render([contract])
+    assert "outputSchema" not in tool

@@ -13,7 +13,7 @@ from typing import Any
 
 from toolkeeper.adapters._common import as_data, call_id, get, views
 from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
-from toolkeeper.contract import SideEffect, ToolContract
+from toolkeeper.contract import Classification, SideEffect, ToolContract
 from toolkeeper.envelope import ResultEnvelope
 from toolkeeper.invocation import Proposal
 
@@ -33,8 +33,8 @@ def render_with_report(
 
     Annotations are derived from the contract, never copied from upstream hints. An output
     schema is sent only when it is an object and the contract's result projection keeps
-    every field: a projected result would not match it, and clients may validate
-    ``structuredContent`` against it.
+    every field and redacts none: a projected or redacted result would not match it, and
+    clients may validate ``structuredContent`` against it.
     """
     issues: list[RenderIssue] = []
     tools = []
@@ -47,10 +47,21 @@ def render_with_report(
         }
         output = contract.output_schema
         if output is not None:
-            if output.get("type") == "object" and contract.result_projection.fields is None:
+            redacted = Classification.SECRET in contract.data_classification.fields.values()
+            if (
+                output.get("type") == "object"
+                and contract.result_projection.fields is None
+                and not redacted
+            ):
                 tool["outputSchema"] = output
             else:
-                reason = "not an object" if output.get("type") != "object" else "projected"
+                reason = (
+                    "not an object"
+                    if output.get("type") != "object"
+                    else "secret fields are redacted"
+                    if redacted
+                    else "projected"
+                )
                 issues.append(
                     RenderIssue(contract.ref, "", IssueKind.DROPPED, f"outputSchema ({reason})")
                 )
