@@ -107,3 +107,29 @@ def test_the_gateway_s_own_tool_name_is_reserved(tmp_path: Path) -> None:
     config = gateway(tmp_path, "impostor_tools", source)
     with pytest.raises(ConfigError, match="the name of the gateway's own tool"):
         build_harness(load_config(config))
+
+
+async def test_ledger_dsn_env_selects_the_shared_postgres_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    dsn = os.environ.get("TOOLKEEPER_TEST_POSTGRES_DSN")
+    if not dsn:
+        pytest.skip("TOOLKEEPER_TEST_POSTGRES_DSN is not set; .ci/run sets it to the local server")
+    config = gateway(tmp_path, "notes_pg", NOTES.format(verifier="note_read_back"))
+    config.write_text(config.read_text() + 'ledger_dsn_env = "GATEWAY_LEDGER_DSN"\n')
+    monkeypatch.delenv("GATEWAY_LEDGER_DSN", raising=False)
+    with pytest.raises(ConfigError, match=r"GATEWAY_LEDGER_DSN.*unset"):
+        build_harness(load_config(config))
+    monkeypatch.setenv("GATEWAY_LEDGER_DSN", dsn)
+    harness = build_harness(load_config(config))
+    try:
+        assert type(harness.ledger).__name__ == "PostgresLedger"
+        done = await harness.invoke(
+            Proposal("c1", "put_note", {"key": "pg", "text": "hi"}), principal=WRITER
+        )
+        assert done.status.value == "succeeded", done.to_model_text()
+        assert harness.ledger.get(done.execution_meta.request_id) is not None
+    finally:
+        harness.close()

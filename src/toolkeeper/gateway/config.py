@@ -7,6 +7,7 @@ except `home`: the ledger lives where you run toolkeeper, as with every ``--home
 ``toolkeeper approvals`` run from the same directory finds it.
 
     home = ".toolkeeper"                 # ledger, artifacts and tool state
+    ledger_dsn_env = "TOOLKEEPER_LEDGER_DSN"  # optional: a PostgreSQL ledger shared by replicas
     tools = ["manuscripts"]              # modules of @toolkeeper.tool functions
     policies = ["policy.cedar"]          # Cedar files, on top of the shipped defaults
     stdio_principal = "editor"           # who a stdio client acts as
@@ -172,6 +173,9 @@ class GatewayConfig(_Strict):
 
     name: str = "toolkeeper"
     home: Path = Path(".toolkeeper")
+    ledger_dsn_env: str | None = None
+    """An environment variable holding a PostgreSQL DSN (it may carry a password, so the file
+    names the variable, not the DSN). Unset: the SQLite ledger in `home`."""
     tools: list[str] = Field(default_factory=list)
     policies: list[Path] = Field(default_factory=list)
     principals: dict[str, PrincipalConfig] = Field(default_factory=dict)
@@ -201,6 +205,21 @@ class GatewayConfig(_Strict):
     def _http_principal_exists(cls, http: HttpConfig, info: ValidationInfo) -> HttpConfig:
         _known_principal(http.principal, info)
         return http
+
+    def ledger_dsn(self) -> str | None:
+        """The PostgreSQL DSN from `ledger_dsn_env`, or None for the embedded SQLite ledger."""
+        if self.ledger_dsn_env is None:
+            return None
+        dsn = os.environ.get(self.ledger_dsn_env)
+        if not dsn:
+            raise ConfigError(
+                f"ledger_dsn_env = {self.ledger_dsn_env!r}, but that environment variable is "
+                "unset or empty; export it (postgresql://user@host:5432/db) or remove the key "
+                "to use the SQLite ledger in home",
+                key="ledger_dsn_env",
+                value=self.ledger_dsn_env,
+            )
+        return dsn
 
     def principal(self, name: str) -> Principal:
         entry = self.principals[name]

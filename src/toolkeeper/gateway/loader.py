@@ -30,7 +30,13 @@ _PATH_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
 def build_harness(config: GatewayConfig) -> Harness:
     """The harness the configuration describes: ledger in `home`, policies, local tools."""
     policy = CedarPolicyEngine(policy_files=[config.resolve(p) for p in config.policies])
-    harness = Harness(home=config.home, policy=policy)
+    dsn = config.ledger_dsn()
+    ledger = None
+    if dsn is not None:
+        from toolkeeper.ledger.postgres import PostgresLedger
+
+        ledger = PostgresLedger(dsn)
+    harness = Harness(home=config.home, policy=policy, ledger=ledger)
     try:
         load_tools(harness, config)
     except BaseException:
