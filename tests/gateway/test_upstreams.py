@@ -26,15 +26,10 @@ from toolkeeper.cli import main
 from toolkeeper.envelope import ErrorCategory
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.pins import PinStore
+from toolkeeper.gateway.upstream_assessment import ToolStatus, assess
 from toolkeeper.gateway.upstream_config import UpstreamConfig, parse_upstreams
-from toolkeeper.gateway.upstreams import (
-    Federation,
-    ToolStatus,
-    UpstreamLink,
-    _tool_error,
-    assess,
-    connect_upstreams,
-)
+from toolkeeper.gateway.upstream_link import UpstreamLink, _tool_error
+from toolkeeper.gateway.upstreams import Federation, connect_upstreams
 from toolkeeper.harness import Harness
 
 FIXTURE = Path(__file__).parent / "upstream_fixtures" / "tools_server.py"

@@ -21,7 +21,8 @@ import anyio
 from toolkeeper.errors import ConfigError, ToolkeeperError
 from toolkeeper.gateway.config import GatewayConfig, load_config
 from toolkeeper.gateway.pins import PinStore
-from toolkeeper.gateway.upstreams import ToolStatus, UpstreamTool, survey_upstreams
+from toolkeeper.gateway.upstream_assessment import ToolStatus, UpstreamTool
+from toolkeeper.gateway.upstreams import survey_upstreams
 
 _APPROVABLE = (ToolStatus.NEW, ToolStatus.CHANGED)
 
