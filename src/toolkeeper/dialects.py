@@ -7,22 +7,16 @@ that passes `Draft202012Validator.check_schema` and warns once per rewrite, nami
 pointer. Nothing is dropped silently: what 2020-12 cannot express moves into the node's
 `description`, where the model and a reviewer still read it.
 
-Java and JavaScript (BFCL `simple_java`, `simple_javascript`) describe source-code calls, where an
-argument may be an expression: a variable name, ``"new ArrayList<>(...)"``, ``"42L"``. BFCL shows
-the model every parameter as a string, yet its gold answers hold converted values (``true``,
-``[101, 202]``, ``{"limit": 50}``) with variable names nested inside. So every typed position
-accepts its JSON type *or* a string holding an expression (``{"type": ["boolean", "string"]}``,
-the language type noted in the description): the model's strings and the gold values both
-validate, and nothing looser is allowed.
+This module walks the schema and rewrites keywords; type names are mapped by `type_names.py`
+(which says why a Java or JavaScript position also accepts a string), and the warnings and
+description notes of every rewrite are kept by `schema_notes.py`.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema_rs
@@ -30,6 +24,8 @@ from jsonschema import Draft202012Validator
 
 from toolkeeper.contract import JSON_SCHEMA_DIALECT
 from toolkeeper.errors import CatalogError
+from toolkeeper.schema_notes import Run, move_to_description, short
+from toolkeeper.type_names import normalize_type
 
 SOURCES: dict[str, str] = {
     **dict.fromkeys(("json-schema", "mcp", "openai", "anthropic", "openapi"), "non-standard"),
@@ -41,23 +37,6 @@ SOURCES: dict[str, str] = {
 
 _LANGUAGES = {"bfcl-java": "Java", "bfcl-javascript": "JavaScript"}
 
-_NATIVE = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
-_ANY = "any"
-_SET_NAMES = ("Set", "HashSet", "TreeSet")
-_TYPE_NAMES: dict[str, str] = {  # Python as BFCL writes it, Java, JavaScript
-    **dict.fromkeys(("str", "String", "char", "Character"), "string"),
-    **dict.fromkeys(("int", "byte", "short", "long", "Byte", "Short", "Integer", "Long",
-                     "BigInteger", "Bigint", "BigInt"), "integer"),
-    **dict.fromkeys(("float", "double", "Double", "Float", "BigDecimal", "Number"), "number"),
-    **dict.fromkeys(("bool", "Boolean"), "boolean"),
-    **dict.fromkeys(("tuple", "list", "Array", "ArrayList", "LinkedList", "List", "Queue",
-                     "Deque", "Stack", "Vector", *_SET_NAMES), "array"),
-    **dict.fromkeys(("dict", "Map", "HashMap", "Hashtable", "TreeMap", "LinkedHashMap"),
-                    "object"),
-    **dict.fromkeys(("None", "NoneType"), "null"),
-    **dict.fromkeys(("any", "Any", "Object"), _ANY),
-}  # fmt: skip
-
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
 _SCHEMA_LISTS = frozenset({"prefixItems", "anyOf", "oneOf", "allOf"})
 _SCHEMA_SINGLE = frozenset(
@@ -68,18 +47,6 @@ _FLAGS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0"
 _META = Draft202012Validator(
     Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
 )
-
-
-@dataclass
-class _Run:
-    """One normalization: the source's labels and the warnings collected so far."""
-
-    label: str
-    language: str | None
-    warnings: list[str] = field(default_factory=list)
-
-    def warn(self, pointer: str, message: str) -> None:
-        self.warnings.append(f"{pointer}: {message}")
 
 
 def normalize_schema(schema: dict[str, Any], *, source: str) -> tuple[dict[str, Any], list[str]]:
@@ -95,10 +62,10 @@ def normalize_schema(schema: dict[str, Any], *, source: str) -> tuple[dict[str, 
     if not isinstance(schema, dict):
         raise CatalogError(
             f"a {source} schema must be a JSON object, got {type(schema).__name__}: "
-            f"{_short(schema)}; wrap the parameters in an object schema",
+            f"{short(schema)}; wrap the parameters in an object schema",
             source=source,
         )
-    run = _Run(label=SOURCES[source], language=_LANGUAGES.get(source))
+    run = Run(label=SOURCES[source], language=_LANGUAGES.get(source))
     result = _node(copy.deepcopy(schema), "", run)
     if "type" not in result and ("properties" in result or not result):
         result["type"] = "object"
@@ -107,10 +74,10 @@ def normalize_schema(schema: dict[str, Any], *, source: str) -> tuple[dict[str, 
     return result, run.warnings
 
 
-def _node(node: dict[str, Any], pointer: str, run: _Run) -> dict[str, Any]:
+def _node(node: dict[str, Any], pointer: str, run: Run) -> dict[str, Any]:
     """Normalize one schema object in place, then its subschemas."""
     if "$schema" in node and node["$schema"] != JSON_SCHEMA_DIALECT:
-        run.warn(f"{pointer}/$schema", f"{_short(node['$schema'])} replaced by 2020-12")
+        run.warn(f"{pointer}/$schema", f"{short(node['$schema'])} replaced by 2020-12")
         node["$schema"] = JSON_SCHEMA_DIALECT
     _definitions(node, pointer, run)
     if isinstance(node.get("$ref"), str):
@@ -120,7 +87,7 @@ def _node(node: dict[str, Any], pointer: str, run: _Run) -> dict[str, Any]:
             node["$ref"] = ref
     _dependencies(node, pointer, run)
     if "type" in node:
-        _type(node, pointer, run)
+        normalize_type(node, pointer, run)
     _nullable(node, pointer, run)
     _examples(node, pointer, run)
     _exclusive_bounds(node, pointer, run)
@@ -144,17 +111,17 @@ def _slots(node: dict[str, Any]) -> list[tuple[Any, Any, str]]:
     return slots
 
 
-def _sub(value: Any, pointer: str, run: _Run) -> Any:
+def _sub(value: Any, pointer: str, run: Run) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, dict):
         return _node(value, pointer, run)
     # Keep the declaration readable instead of dropping the property it describes.
-    run.warn(pointer, f"{_short(value)} is not a schema; kept as description, any value accepted")
-    return {"description": f"declared as {_short(value)}"}
+    run.warn(pointer, f"{short(value)} is not a schema; kept as description, any value accepted")
+    return {"description": f"declared as {short(value)}"}
 
 
-def _definitions(node: dict[str, Any], pointer: str, run: _Run) -> None:
+def _definitions(node: dict[str, Any], pointer: str, run: Run) -> None:
     definitions = node.get("definitions")
     if not isinstance(definitions, dict) or not isinstance(node.get("$defs", {}), dict):
         return
@@ -205,7 +172,7 @@ def _index_follows(path: list[Any], index: int) -> bool:
     return index + 1 < len(path) and str(path[index + 1]).isdigit()
 
 
-def _dependencies(node: dict[str, Any], pointer: str, run: _Run) -> None:
+def _dependencies(node: dict[str, Any], pointer: str, run: Run) -> None:
     dependencies = node.get("dependencies")
     if not isinstance(dependencies, dict):
         return
@@ -216,45 +183,7 @@ def _dependencies(node: dict[str, Any], pointer: str, run: _Run) -> None:
     run.warn(f"{pointer}/dependencies", "split into dependentRequired and dependentSchemas")
 
 
-def _type(node: dict[str, Any], pointer: str, run: _Run) -> None:
-    raw = node["type"]
-    names = raw if isinstance(raw, list) else [raw]
-    json_types = [_json_type(name) for name in names]
-    where = f"{pointer}/type"
-    if None in json_types or _ANY in json_types:
-        del node["type"]
-        if None in json_types:
-            _describe(node, f"(declared type: {_short(raw)})")
-            run.warn(where, f"unknown type {_short(raw)}; moved into description")
-        else:
-            run.warn(where, f"{run.label} type {raw!r} removed: any value accepted")
-        return
-    mapped = [json_type for json_type in dict.fromkeys(json_types) if json_type]
-    label = f"{run.label} type {raw!r}"
-    if run.language and pointer and "string" not in mapped:
-        # A source-code argument may be an expression; see the module docstring.
-        mapped.append("string")
-        label = f"{run.language} {'/'.join(map(str, names))}"
-        _describe(node, f"({label}; a string value is a {run.language} expression)")
-    if any(str(name).split("<")[0] in _SET_NAMES for name in names):
-        node.setdefault("uniqueItems", True)
-    new = mapped[0] if len(mapped) == 1 else mapped
-    if new != raw:
-        node["type"] = new
-        run.warn(where, f"{label} normalized to {new!r}")
-
-
-def _json_type(name: Any) -> str | None:
-    """The JSON type (or `_ANY`) a declared type name stands for; None when unknown."""
-    if not isinstance(name, str):
-        return None
-    if name in _NATIVE:
-        return name
-    base = name.split("<", 1)[0].strip()
-    return _TYPE_NAMES.get(base) or (base.lower() if base.lower() in _NATIVE else None)
-
-
-def _nullable(node: dict[str, Any], pointer: str, run: _Run) -> None:
+def _nullable(node: dict[str, Any], pointer: str, run: Run) -> None:
     # A non-boolean `nullable` is no OpenAPI keyword: it stays, as any unknown keyword does.
     if not isinstance(node.get("nullable"), bool):
         return
@@ -273,7 +202,7 @@ def _nullable(node: dict[str, Any], pointer: str, run: _Run) -> None:
     run.warn(where, f"OpenAPI nullable: true normalized to type {node['type']!r}")
 
 
-def _examples(node: dict[str, Any], pointer: str, run: _Run) -> None:
+def _examples(node: dict[str, Any], pointer: str, run: Run) -> None:
     if "examples" in node and not isinstance(node["examples"], list):
         examples = node["examples"]
         node["examples"] = list(examples.values()) if isinstance(examples, dict) else [examples]
@@ -283,7 +212,7 @@ def _examples(node: dict[str, Any], pointer: str, run: _Run) -> None:
         run.warn(f"{pointer}/example", "OpenAPI example moved into examples")
 
 
-def _exclusive_bounds(node: dict[str, Any], pointer: str, run: _Run) -> None:
+def _exclusive_bounds(node: dict[str, Any], pointer: str, run: Run) -> None:
     for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
         if not isinstance(node.get(exclusive), bool):
             continue
@@ -296,10 +225,10 @@ def _exclusive_bounds(node: dict[str, Any], pointer: str, run: _Run) -> None:
             run.warn(where, f"draft-04 true with {bound} {limit} normalized to {limit}")
         else:
             node[exclusive] = True
-            _move_to_description(node, exclusive, pointer, run, f"draft-04 true without {bound}")
+            move_to_description(node, exclusive, pointer, run, f"draft-04 true without {bound}")
 
 
-def _tuple_items(node: dict[str, Any], pointer: str, run: _Run) -> None:
+def _tuple_items(node: dict[str, Any], pointer: str, run: Run) -> None:
     if isinstance(node.get("items"), list) and "prefixItems" not in node:
         node["prefixItems"] = node.pop("items")
         run.warn(f"{pointer}/items", "tuple form (a list of schemas) normalized to prefixItems")
@@ -307,15 +236,15 @@ def _tuple_items(node: dict[str, Any], pointer: str, run: _Run) -> None:
             node["items"] = node.pop("additionalItems")
             run.warn(f"{pointer}/additionalItems", "normalized to items (after prefixItems)")
     elif "additionalItems" in node:
-        _move_to_description(node, "additionalItems", pointer, run, "no effect without tuple items")
+        move_to_description(node, "additionalItems", pointer, run, "no effect without tuple items")
 
 
-def _required(node: dict[str, Any], pointer: str, run: _Run) -> None:
+def _required(node: dict[str, Any], pointer: str, run: Run) -> None:
     """Hoist draft-03 `required: true` and BFCL `optional` into the parent's required list."""
     properties = node.get("properties")
     declared = node.get("required")
     if "required" in node and not _is_names(declared):
-        _move_to_description(node, "required", pointer, run, "not a list of property names")
+        move_to_description(node, "required", pointer, run, "not a list of property names")
         declared = None
     required: list[str] = list(dict.fromkeys(declared)) if declared else []
     if declared and len(required) != len(declared):
@@ -342,7 +271,7 @@ def _is_names(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
-def _mark(required: list[str], name: str, *, wanted: bool, where: str, run: _Run) -> None:
+def _mark(required: list[str], name: str, *, wanted: bool, where: str, run: Run) -> None:
     if wanted and name not in required:
         required.append(name)
         run.warn(where, f"{name!r} moved into the parent's required list")
@@ -360,7 +289,7 @@ def _flag(value: Any) -> bool | None:
     return value if isinstance(value, bool) else _FLAGS.get(str(value).lower())
 
 
-def _repair(schema: dict[str, Any], run: _Run) -> None:
+def _repair(schema: dict[str, Any], run: Run) -> None:
     """Move every keyword the 2020-12 meta-schema still rejects into its node's description."""
     while not _valid(schema):
         errors = list(_META.iter_errors(schema))
@@ -378,8 +307,8 @@ def _repair(schema: dict[str, Any], run: _Run) -> None:
             if keyword_path[-1] not in parent:
                 continue  # an earlier error of this pass moved the same keyword
             pointer = "".join(f"/{_escape(str(segment))}" for segment in keyword_path[:-1])
-            reason = f"not valid 2020-12 ({_short(error.message, 80)})"
-            _move_to_description(parent, keyword_path[-1], pointer, run, reason)
+            reason = f"not valid 2020-12 ({short(error.message, 80)})"
+            move_to_description(parent, keyword_path[-1], pointer, run, reason)
 
 
 def _valid(schema: dict[str, Any]) -> bool:
@@ -410,24 +339,6 @@ def _compiles(pattern: Any) -> bool:
     except (re.error, TypeError):
         return False
     return True
-
-
-def _move_to_description(
-    node: dict[str, Any], keyword: str, pointer: str, run: _Run, reason: str
-) -> None:
-    value = node.pop(keyword)
-    _describe(node, f"({keyword}: {_short(value)})")
-    run.warn(f"{pointer}/{keyword}", f"{reason}; moved into description")
-
-
-def _describe(node: dict[str, Any], note: str) -> None:
-    description = node.get("description")
-    node["description"] = f"{description} {note}" if description else note
-
-
-def _short(value: Any, limit: int = 120) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _escape(name: str) -> str:
