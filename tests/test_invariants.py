@@ -129,10 +129,10 @@ def test_executor_refuses_missing_expired_or_forged_grants(tmp_path: Path) -> No
         tenant="default",
         state=RecordState.RECEIVED,
     )
-    from toolkeeper.harness import _Trail
+    from toolkeeper.recording import Trail
 
     envelope = asyncio.run(
-        harness._execute(entry, request, forged, base, _Trail("req_x"), time.perf_counter())
+        harness._execute(entry, request, forged, base, Trail("req_x"), time.perf_counter())
     )
     assert envelope.status is Status.REJECTED
     assert runs == []

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
-import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +24,6 @@ from toolkeeper.contract import ToolContract
 from toolkeeper.envelope import (
     EffectState,
     ErrorCategory,
-    ExecutionMeta,
-    Provenance,
     ResultEnvelope,
     Status,
     ToolError,
@@ -49,31 +45,22 @@ from toolkeeper.ledger import (
     ApprovalStatus,
     InvocationRecord,
     Ledger,
-    LedgerEvent,
     RecordState,
 )
 from toolkeeper.ledger.sqlite import SQLiteLedger
 from toolkeeper.naming import vendor_names
 from toolkeeper.policy import CedarPolicyEngine, PolicyEngine
+from toolkeeper.recording import (
+    OWNER,
+    Recorder,
+    Trail,
+    base_record,
+    envelope_for_record,
+    execution_meta,
+    provenance,
+)
 from toolkeeper.registry import Registry, ResourceVersionReader, ToolEntry, Verifier
 from toolkeeper.secrets import SecretBroker, default_broker
-
-_OWNER = f"{socket.gethostname()}:{os.getpid()}"
-
-
-@dataclass(slots=True)
-class _Trail:
-    """Ledger events of one request, buffered so a read-only call costs one transaction."""
-
-    request_id: str
-    events: list[LedgerEvent] = field(default_factory=list)
-
-    def add(self, stage: str, kind: str, **data: Any) -> None:
-        self.events.append(LedgerEvent(self.request_id, stage, kind, data))
-
-    def drain(self) -> list[LedgerEvent]:
-        events, self.events = self.events, []
-        return events
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -103,6 +90,7 @@ class Harness:
         self.grants = grants or GrantAuthority()
         self.registry = Registry()
         self.approvals = Approvals(self.ledger)
+        self._recorder = Recorder(self.ledger, self.redactor, self.approvals)
         self._verifiers: dict[str, Verifier] = {}
         self._views: dict[tuple[int, frozenset[str], str | None], dict[str, ToolEntry]] = {}
         if recover:
@@ -207,7 +195,7 @@ class Harness:
         environment: Mapping[str, Any] | None = None,
     ) -> ResultEnvelope:
         """Run one proposal through all ten stages and answer with an envelope."""
-        trail = _Trail(new_request_id())
+        trail = Trail(new_request_id())
         return await self._run(
             proposal, principal, session, parent_request_id, dict(environment or {}), trail
         )
@@ -241,15 +229,15 @@ class Harness:
         session: str | None,
         parent: str | None,
         environment: dict[str, Any],
-        trail: _Trail,
+        trail: Trail,
     ) -> ResultEnvelope:
         started = time.perf_counter()
-        base = _base_record(proposal, principal, session, parent, trail.request_id)
+        base = base_record(proposal, principal, session, parent, trail.request_id)
 
         entry = stages.resolve(proposal, self._visible(principal, proposal.family))  # 1
         if isinstance(entry, stages.Stop):
             trail.add("resolve", "unknown_tool", name=proposal.tool)
-            return self._finish(base, trail, entry, None, None, started)
+            return self._recorder.finish(base, trail, entry, None, None, started)
         contract = entry.contract
         trail.add("resolve", "resolved", contract=contract.ref, digest=contract.digest())
         base = replace(base, contract_ref=contract.ref, implementation_digest=contract.digest())
@@ -257,7 +245,7 @@ class Harness:
         arguments = stages.validate(contract, proposal.arguments)  # 2
         if isinstance(arguments, stages.Stop):
             trail.add("validate", "invalid", errors=len(arguments.error.field_errors))
-            return self._finish(base, trail, arguments, contract, None, started)
+            return self._recorder.finish(base, trail, arguments, contract, None, started)
         trail.add("validate", "valid")
 
         request = stages.normalize(  # 3
@@ -285,9 +273,9 @@ class Harness:
         verdict = stages.approve(contract, request, decision, "none")  # 5
         if isinstance(verdict, stages.Stop):
             trail.add("approve", "rejected", category=verdict.error.category.value)
-            return self._finish(base, trail, verdict, contract, request, started)
+            return self._recorder.finish(base, trail, verdict, contract, request, started)
         if verdict is Verdict.REQUIRES_APPROVAL:
-            return self._suspend(base, trail, contract, request, decision, started)
+            return self._recorder.suspend(base, trail, contract, request, decision, started)
         trail.add("approve", "not_required")
         grant = self.grants.mint(request, conditions=[c.describe() for c in decision.conditions])
         return await self._execute(entry, request, grant, base, trail, started)
@@ -298,7 +286,7 @@ class Harness:
         request: InvocationRequest,
         grant: Grant | None,
         base: InvocationRecord,
-        trail: _Trail,
+        trail: Trail,
         started: float,
     ) -> ResultEnvelope:
         """Stages 6–10, shared by a fresh call and a resumed approval."""
@@ -306,24 +294,22 @@ class Harness:
         secrets = stages.bind_credentials(self.secrets, contract)  # 6
         if isinstance(secrets, stages.Stop):
             trail.add("bind_credentials", "missing")
-            return self._finish(base, trail, secrets, contract, request, started)
+            return self._recorder.finish(base, trail, secrets, contract, request, started)
         trail.add("bind_credentials", "bound", names=list(contract.credentials))
 
         refused = stages.check_grant(self.grants, grant, request)  # 7
         if refused is not None:
             trail.add("dispatch", "grant_refused", reason=refused.error.message)
-            return self._finish(base, trail, refused, contract, request, started)
+            return self._recorder.finish(base, trail, refused, contract, request, started)
         if not contract.is_read_only:
             # A row holds the idempotency key only from its intent on: a pending or rejected
             # call must never occupy (or, in SQLite, REPLACE away) the key's holder.
             claimed = replace(base, idempotency_key=request.idempotency_key)
-            intent = replace(
-                claimed, state=RecordState.INTENT, owner=_OWNER, updated_at=time.time()
-            )
+            intent = replace(claimed, state=RecordState.INTENT, owner=OWNER, updated_at=time.time())
             trail.add("dispatch", "intent", idempotency_key=request.idempotency_key)
             holder = self.ledger.record_intent(intent, trail.drain())
             if holder is not None:
-                return self._replay(holder, base, trail, request, started)
+                return self._recorder.replay(holder, base, trail, request, started)
             base = claimed
         context = ToolContext(
             request_id=request.request_id,
@@ -353,10 +339,10 @@ class Harness:
             summary=summary,
             structured_content=content,
             artifact_refs=refs,
-            provenance=_provenance(contract, request, entry),
-            execution_meta=_meta(base, request, attempts, started, checked.effect_state),
+            provenance=provenance(contract, request, entry),
+            execution_meta=execution_meta(base, request, attempts, started, checked.effect_state),
         )
-        return self._record(base, trail, envelope, attempts)  # 10
+        return self._recorder.record(base, trail, envelope, attempts)  # 10
 
     async def _dispatch(
         self,
@@ -364,7 +350,7 @@ class Harness:
         request: InvocationRequest,
         context: ToolContext,
         base: InvocationRecord,
-        trail: _Trail,
+        trail: Trail,
     ) -> tuple[stages.Outcome, int]:
         """Run the executor, retrying only what is safe to retry; every attempt recorded."""
         contract = entry.contract
@@ -377,7 +363,7 @@ class Harness:
                     entry.executor, contract, request.arguments, replace(context, attempt=number)
                 )
             except asyncio.CancelledError:
-                self._record_cancelled(base, trail, contract, request, number)
+                self._recorder.cancelled(base, trail, contract, request, number)
                 raise
             trail.add(
                 "dispatch",
@@ -391,7 +377,7 @@ class Harness:
             await asyncio.sleep(contract.retry.delay(number))
 
     async def _verify(
-        self, entry: ToolEntry, arguments: dict[str, Any], context: ToolContext, trail: _Trail
+        self, entry: ToolEntry, arguments: dict[str, Any], context: ToolContext, trail: Trail
     ) -> bool | None:
         try:
             verified = await _maybe_await(entry.verifier(arguments, context))  # type: ignore[misc]
@@ -415,51 +401,6 @@ class Harness:
 
     # -- approvals ---------------------------------------------------------------------
 
-    def _suspend(
-        self,
-        base: InvocationRecord,
-        trail: _Trail,
-        contract: ToolContract,
-        request: InvocationRequest,
-        decision: Any,
-        started: float,
-    ) -> ResultEnvelope:
-        approval = self.approvals.create(
-            request=request,
-            account=self.redactor.redact_text(stages.approval_account(contract, request, decision)),
-            policy_ids=decision.policy_ids,
-            arguments=self.redactor.redact(request.arguments),
-        )
-        trail.add("approve", "pending", approval_id=approval.approval_id)
-        error = ToolError(
-            category=ErrorCategory.APPROVAL_REQUIRED,
-            message=f"{contract.id} needs a human approval before it runs",
-            suggested_fix=(
-                f"Wait for approval {approval.approval_id}; do not call the tool again meanwhile."
-            ),
-            effect_committed=False,
-        )
-        envelope = ResultEnvelope(
-            status=Status.PENDING_APPROVAL,
-            error=error,
-            summary=approval.account,
-            provenance=_provenance(contract, request, None),
-            execution_meta=replace_meta(
-                _meta(base, request, 0, started, EffectState.NONE), approval.approval_id
-            ),
-        )
-        record = replace(
-            base,
-            state=RecordState.PENDING_APPROVAL,
-            status=envelope.status.value,
-            effect_state=EffectState.NONE.value,
-            approval_id=approval.approval_id,
-            envelope=envelope.model_dump(mode="json"),
-            updated_at=time.time(),
-        )
-        self.ledger.complete(record, trail.drain())
-        return envelope
-
     async def resume(self, approval_id: str) -> ResultEnvelope:
         """Continue a call after its approval was decided, re-checking everything first:
         contract version and digest, argument digest, resource versions and policy. Any
@@ -481,7 +422,7 @@ class Harness:
             record.state is RecordState.PENDING_APPROVAL
             and approval.status is ApprovalStatus.DENIED
         ):
-            trail = _Trail(record.request_id)
+            trail = Trail(record.request_id)
             trail.add("approve", "denied", by=approval.decided_by)
             stop = stages._reject(
                 ErrorCategory.APPROVAL_DENIED,
@@ -489,14 +430,14 @@ class Harness:
                 + (f": {approval.decision_reason}" if approval.decision_reason else ""),
                 "Do not retry; ask the user how to proceed.",
             )
-            return self._finish(record, trail, stop, None, None, time.perf_counter())
+            return self._recorder.finish(record, trail, stop, None, None, time.perf_counter())
         return ResultEnvelope.model_validate(record.envelope)
 
     async def _resume_approved(
         self, approval: ApprovalRecord, record: InvocationRecord
     ) -> ResultEnvelope:
         started = time.perf_counter()
-        trail = _Trail(record.request_id)
+        trail = Trail(record.request_id)
         trail.add("approve", "approved", by=approval.decided_by, approval_id=approval.approval_id)
         entry = self.registry.get(approval.contract_ref)
         principal = Principal(
@@ -528,14 +469,14 @@ class Harness:
                 f"the approved call is stale: {stale}",
                 "Read the current state and propose the call again; it needs a new approval.",
             )
-            return self._finish(record, trail, stop, None, request, started)
+            return self._recorder.finish(record, trail, stop, None, request, started)
         contract = entry.contract
         decision = stages.authorize(self.policy, contract, request, {})
         trail.add("authorize", decision.decision.value, policies=list(decision.policy_ids))
         verdict = stages.approve(contract, request, decision, "approved")
         if isinstance(verdict, stages.Stop):
             trail.add("approve", "rejected_on_recheck")
-            return self._finish(record, trail, verdict, contract, request, started)
+            return self._recorder.finish(record, trail, verdict, contract, request, started)
         grant = self.grants.mint(
             request,
             approval_id=approval.approval_id,
@@ -560,36 +501,10 @@ class Harness:
                 )
         return None
 
-    # -- recovery and reconciliation ---------------------------------------------------
-
     def recover(self) -> list[InvocationRecord]:
         """Turn calls left between intent and completion by a dead process into
         `effect_unknown` records: never lost, never silently retried."""
-        recovered = []
-        for record in self.ledger.in_flight():
-            if _owner_alive(record.owner):
-                continue
-            error = ToolError(
-                category=ErrorCategory.EFFECT_UNKNOWN,
-                message="the process running this call stopped before it finished",
-                suggested_fix="Do not repeat the call; reconciliation will resolve it.",
-                effect_committed=None,
-            )
-            envelope = _envelope_for_record(record, Status.EFFECT_UNKNOWN, error)
-            done = replace(
-                record,
-                state=RecordState.COMPLETED,
-                status=Status.EFFECT_UNKNOWN.value,
-                effect_state=EffectState.UNKNOWN.value,
-                envelope=envelope.model_dump(mode="json"),
-                updated_at=time.time(),
-            )
-            event = LedgerEvent(
-                record.request_id, "recover", "effect_unknown", {"owner": record.owner}
-            )
-            self.ledger.complete(done, [event])
-            recovered.append(done)
-        return recovered
+        return self._recorder.recover()
 
     async def reconcile(self) -> list[InvocationRecord]:
         """Read back every call whose effect is unknown and settle what the read-back can
@@ -607,7 +522,7 @@ class Harness:
                 session=record.session,
                 idempotency_key=record.idempotency_key,
             )
-            trail = _Trail(record.request_id)
+            trail = Trail(record.request_id)
             verified = await self._verify(entry, record.arguments or {}, context, trail)
             if verified is None:
                 self.ledger.append(trail.drain())
@@ -622,7 +537,7 @@ class Harness:
                     effect_committed=False,
                 )
             state = EffectState.COMMITTED if verified else EffectState.NOT_COMMITTED
-            envelope = _envelope_for_record(record, status, error, state)
+            envelope = envelope_for_record(record, status, error, state)
             trail.add("reconcile", status.value, effect_state=state.value)
             done = replace(
                 record,
@@ -650,106 +565,6 @@ class Harness:
     def close(self) -> None:
         self.ledger.close()
 
-    # -- recording ---------------------------------------------------------------------
-
-    def _finish(
-        self,
-        base: InvocationRecord,
-        trail: _Trail,
-        stop: stages.Stop,
-        contract: ToolContract | None,
-        request: InvocationRequest | None,
-        started: float,
-    ) -> ResultEnvelope:
-        error = ToolError.model_validate(self.redactor.redact(stop.error.model_dump()))
-        envelope = ResultEnvelope(
-            status=stop.status,
-            error=error,
-            summary=error.message,
-            provenance=_provenance(contract, request, None) if contract else None,
-            execution_meta=_meta(base, request, 0, started, stop.effect_state),
-        )
-        return self._record(base, trail, envelope, 0)
-
-    def _record(
-        self, base: InvocationRecord, trail: _Trail, envelope: ResultEnvelope, attempts: int
-    ) -> ResultEnvelope:
-        meta = envelope.execution_meta
-        record = replace(
-            base,
-            state=RecordState.COMPLETED,
-            status=envelope.status.value,
-            effect_state=meta.effect_state.value if meta else EffectState.NONE.value,
-            attempts=attempts,
-            envelope=envelope.model_dump(mode="json"),
-            updated_at=time.time(),
-        )
-        trail.add("record", envelope.status.value)
-        # A call that changed nothing may be written behind: it is off the caller's path,
-        # and a crash can cost at most its audit row, never an effect's.
-        unchanged = record.effect_state == EffectState.NONE.value
-        self.ledger.complete(record, trail.drain(), defer=unchanged)
-        return envelope
-
-    def _replay(
-        self,
-        holder: InvocationRecord,
-        base: InvocationRecord,
-        trail: _Trail,
-        request: InvocationRequest,
-        started: float,
-    ) -> ResultEnvelope:
-        """Same idempotency key: answer with the holder's outcome, run nothing."""
-        trail.add("dispatch", "idempotent_replay", of=holder.request_id)
-        if holder.envelope is not None and holder.state is RecordState.COMPLETED:
-            original = ResultEnvelope.model_validate(holder.envelope)
-        else:
-            error = ToolError(
-                category=ErrorCategory.EFFECT_UNKNOWN,
-                message=f"the same call is still in progress as {holder.request_id}",
-                suggested_fix="Wait and read its outcome; do not repeat the call.",
-                retryable=True,
-                effect_committed=None,
-            )
-            original = ResultEnvelope(status=Status.EFFECT_UNKNOWN, error=error)
-        old = original.execution_meta
-        meta = ExecutionMeta(
-            request_id=request.request_id,
-            call_id=request.call_id,
-            attempt=0,
-            latency_ms=(time.perf_counter() - started) * 1000,
-            effect_state=old.effect_state if old else EffectState.UNKNOWN,
-            idempotency_key=request.idempotency_key,
-            replay_of=holder.request_id,
-        )
-        envelope = original.model_copy(update={"execution_meta": meta})
-        return self._record(base, trail, envelope, 0)
-
-    def _record_cancelled(
-        self,
-        base: InvocationRecord,
-        trail: _Trail,
-        contract: ToolContract,
-        request: InvocationRequest,
-        attempt: int,
-    ) -> None:
-        committed = False if contract.is_read_only else None
-        state = EffectState.NONE if contract.is_read_only else EffectState.UNKNOWN
-        error = ToolError(
-            category=ErrorCategory.CANCELLED,
-            message=f"{contract.id} was cancelled while running",
-            effect_committed=committed,
-        )
-        envelope = ResultEnvelope(
-            status=Status.CANCELLED,
-            error=error,
-            summary=error.message,
-            provenance=_provenance(contract, request, None),
-            execution_meta=_meta(base, request, attempt, time.perf_counter(), state),
-        )
-        trail.add("dispatch", "cancelled", attempt=attempt)
-        self._record(base, trail, envelope, attempt)
-
 
 def _refuse_inside_loop(name: str, instead: str) -> None:
     try:
@@ -757,110 +572,6 @@ def _refuse_inside_loop(name: str, instead: str) -> None:
     except RuntimeError:
         return
     raise ToolkeeperError(f"{name}() cannot run inside an event loop; use {instead}")
-
-
-def _owner_alive(owner: str | None) -> bool:
-    """Whether the process that wrote an intent still runs (same host only)."""
-    if not owner or owner == _OWNER:
-        return False
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _base_record(
-    proposal: Proposal,
-    principal: Principal,
-    session: str | None,
-    parent: str | None,
-    request_id: str,
-) -> InvocationRecord:
-    return InvocationRecord(
-        request_id=request_id,
-        call_id=proposal.call_id,
-        tool=proposal.tool,
-        principal_id=principal.id,
-        tenant=principal.tenant,
-        state=RecordState.RECEIVED,
-        session=session,
-        parent_request_id=parent,
-    )
-
-
-def _provenance(
-    contract: ToolContract | None, request: InvocationRequest | None, entry: ToolEntry | None
-) -> Provenance | None:
-    if contract is None:
-        return None
-    target = None
-    if request is not None and (request.write_set or request.read_set):
-        target = (request.write_set or request.read_set)[0]
-    source = getattr(entry.executor, "source", None) if entry else None
-    return Provenance(
-        tool_id=contract.id,
-        tool_version=contract.version or "0.0.0",
-        implementation_digest=contract.digest(),
-        target=target,
-        source=source,
-    )
-
-
-def _meta(
-    base: InvocationRecord,
-    request: InvocationRequest | None,
-    attempts: int,
-    started: float,
-    effect_state: EffectState,
-) -> ExecutionMeta:
-    return ExecutionMeta(
-        request_id=base.request_id,
-        call_id=base.call_id,
-        attempt=attempts,
-        latency_ms=round((time.perf_counter() - started) * 1000, 3),
-        effect_state=effect_state,
-        approval_id=request.approval_id if request else base.approval_id,
-        idempotency_key=request.idempotency_key if request else None,
-    )
-
-
-def replace_meta(meta: ExecutionMeta, approval_id: str) -> ExecutionMeta:
-    return meta.model_copy(update={"approval_id": approval_id})
-
-
-def _envelope_for_record(
-    record: InvocationRecord,
-    status: Status,
-    error: ToolError | None,
-    state: EffectState = EffectState.UNKNOWN,
-) -> ResultEnvelope:
-    previous = ResultEnvelope.model_validate(record.envelope) if record.envelope else None
-    tool_id, _, version = (record.contract_ref or record.tool).partition("@")
-    return ResultEnvelope(
-        status=status,
-        error=error,
-        summary=error.message if error else f"{tool_id} succeeded (confirmed by read-back)",
-        structured_content=previous.structured_content if previous else None,
-        provenance=Provenance(
-            tool_id=tool_id,
-            tool_version=version or "0.0.0",
-            implementation_digest=record.implementation_digest,
-        ),
-        execution_meta=ExecutionMeta(
-            request_id=record.request_id,
-            call_id=record.call_id,
-            attempt=record.attempts,
-            effect_state=state,
-            approval_id=record.approval_id,
-            idempotency_key=record.idempotency_key,
-        ),
-    )
 
 
 __all__ = ["Harness"]
