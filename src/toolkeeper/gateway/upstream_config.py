@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from mcp.client.stdio import StdioServerParameters
@@ -166,11 +167,30 @@ class UpstreamConfig(BaseModel):
         # the gateway: a local server is no safer than the code it runs.
         args = ["--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev"]
         args += ["--proc", "/proc", "--tmpfs", "/tmp", "--clearenv"]
+        for path in self._named_under_tmp():
+            args += ["--ro-bind", path, path]
         for name, value in env.items():
             args += ["--setenv", name, value]
         if self.cwd:
             args += ["--chdir", self.cwd]
         return [*args, "--", self.command or "", *self.args]
+
+    def _named_under_tmp(self) -> list[str]:
+        """Paths under /tmp the command needs — its interpreter's installation, a script or a
+        working directory it names — shown read-only through the private /tmp."""
+        candidates = [shutil.which(self.command or "") or "", *self.args, self.cwd or ""]
+        found = []
+        for candidate in candidates:
+            path = Path(candidate)
+            if not candidate or not path.is_absolute() or not path.exists():
+                continue
+            # Not resolved: a virtual environment's interpreter is a symlink out of /tmp, but
+            # the environment itself (its site-packages) is what must be visible.
+            if path.parts[:2] != ("/", "tmp"):
+                continue
+            root = path.parent.parent if path.parent.name == "bin" else path
+            found.append(str(root))
+        return sorted(set(found))
 
     def resolved_env(self, server: str) -> dict[str, str]:
         """`env` with ``${NAME}`` references read from the gateway's environment."""
