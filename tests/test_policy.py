@@ -466,3 +466,28 @@ def test_garbage_or_unknown_decision_becomes_deny(answer: Any) -> None:
 def test_plain_string_decision_is_accepted_as_the_enum() -> None:
     answer = PolicyDecision("allow", ("ops.p",))  # type: ignore[arg-type]
     assert decide_safely(_Returning(answer), REQUEST).decision is Decision.ALLOW
+
+
+def test_decisions_are_kept_per_principal_tool_and_context() -> None:
+    engine = CedarPolicyEngine(
+        policies='@id("small") permit(principal, action, resource) '
+        "when { context.arguments.amount < 100 };",
+        include_defaults=False,
+    )
+    pay = tool("pay", "committing")
+
+    def direct(arguments: dict[str, Any], principal: Principal = DEV) -> PolicyDecision:
+        return engine.decide(PolicyRequest(principal, pay, arguments))
+
+    first = direct({"amount": 5})
+    assert first.decision is Decision.ALLOW
+    assert direct({"amount": 5}) is first
+    assert direct({"amount": 500}).decision is Decision.DENY
+    assert direct({"amount": 5}, Principal(id="ops-1", tenant="acme")) is not first
+    # a policy that reads nothing of the context is decided once per principal and tool
+    blind = CedarPolicyEngine(
+        policies='permit(principal, action, resource) when { resource.id == "pay" };',
+        include_defaults=False,
+    )
+    once = blind.decide(PolicyRequest(DEV, pay, {"amount": 1}))
+    assert blind.decide(PolicyRequest(DEV, pay, {"amount": 2})) is once

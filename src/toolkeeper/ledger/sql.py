@@ -6,8 +6,9 @@ deferred record is, how approvals move — are written once, here. Statements us
 placeholders; a backend with another paramstyle rewrites them in `_sql`.
 
 Records of calls that changed nothing (reads, rejections) may be written behind
-(`complete(..., defer=True)`): a writer thread group-commits them within `_BATCH_WAIT`
-seconds, so a read costs no transaction on the caller's path. Every read method flushes
+(`complete(..., defer=True)`): they are group-committed, by the caller once `_BATCH_SIZE`
+are waiting and otherwise by a writer thread within `_BATCH_WAIT` seconds, so a read costs a
+fraction of a transaction on the caller's path. Every read method flushes
 first, so the process that wrote a record always reads it back; `close()` and interpreter
 exit flush too. Only a hard crash can lose such a record — never an intent, never the outcome
 of a call with side effects. Pass `write_behind=False` for a strictly synchronous trail.
@@ -62,8 +63,8 @@ _COLUMNS = ", ".join(RECORD_COLUMNS)
 _INSERT_EVENT = "INSERT INTO events (request_id, stage, kind, data, at) VALUES (?, ?, ?, ?, ?)"
 # A key holder whose call ended without an effect does not block a new attempt.
 _RELEASABLE = ("rejected", "failed", "timed_out", "cancelled")
-_BATCH_SIZE = 256
-_BATCH_WAIT = 0.05
+_BATCH_SIZE = 64
+_BATCH_WAIT = 0.25
 
 Row = tuple[Any, ...]
 Batch = list[tuple[Row, list[Row]]]
@@ -258,10 +259,12 @@ class SQLLedger:
                 )
                 self._writer.start()
                 atexit.register(_flush_at_exit, weakref.ref(self))
-            # Wake the writer only for a full batch; otherwise it wakes on its own every
-            # _BATCH_WAIT s. A wake-up per record costs more than the record.
-            if len(self._pending) >= _BATCH_SIZE:
-                self._pending_cond.notify()
+            full = len(self._pending) >= _BATCH_SIZE
+        if full:
+            # A busy caller commits its own batch: a writer thread busy at the same moment
+            # would contend for the GIL with every call. The thread only sweeps up what
+            # a quiet caller leaves, every _BATCH_WAIT s.
+            self.flush()
 
     def _wait_for_work(self) -> None:
         with self._pending_cond:

@@ -115,6 +115,7 @@ class CedarPolicyEngine:
         # are left out (a policy cannot read what it never mentions).
         text = "\n".join(text for _, text in sources)
         self._reads = frozenset(part for part in _CONTEXT_PARTS if part in text)
+        self._decisions: dict[tuple[Principal, _Tool, str], PolicyDecision] = {}
         self._policies = _read_annotations(self._policy_set, statements)
 
     def __repr__(self) -> str:
@@ -126,21 +127,36 @@ class CedarPolicyEngine:
         return tuple(policy.label for policy in sorted(self._policies.values(), key=_by_order))
 
     def decide(self, request: PolicyRequest) -> PolicyDecision:
-        """Decide one request; never raises: a failure is a deny naming the error."""
+        """Decide one request; never raises: a failure is a deny naming the error.
+
+        Cedar's answer is a pure function of the policy set, the two entities and the
+        context, so answers are kept per (principal, tool, context) — up to _CACHED of them,
+        oldest dropped first. Errors are never kept: a retry evaluates again."""
         try:
+            tool = _Tool.of(request.contract)
+            context = _context_json(request, self._reads)
+            key = (request.principal, tool, context)
+            known = self._decisions.get(key)
+            if known is not None:
+                return known
             result = cedarpy.is_authorized(
                 {
                     "principal": {"type": _PRINCIPAL_TYPE, "id": request.principal.id},
                     "action": _ACTION,
                     "resource": {"type": _TOOL_TYPE, "id": request.contract.ref},
-                    "context": _context_json(request, self._reads),
+                    "context": context,
                 },
                 self._policy_set,
-                _entities(request.principal, _Tool.of(request.contract)),
+                _entities(request.principal, tool),
             )
-            return self._interpret(result, request)
+            decision = self._interpret(result, request)
         except Exception as exc:
             return engine_error(f"Cedar evaluation failed: {type(exc).__name__}: {exc}")
+        if "toolkeeper.evaluation_error" not in decision.policy_ids:
+            if len(self._decisions) >= _CACHED:
+                self._decisions.pop(next(iter(self._decisions)), None)
+            self._decisions[key] = decision
+        return decision
 
     def _interpret(self, result: cedarpy.AuthzResult, request: PolicyRequest) -> PolicyDecision:
         fired = sorted((self._policies[pid] for pid in result.diagnostics.reasons), key=_by_order)
@@ -329,6 +345,7 @@ def _entities(principal: Principal, tool: _Tool) -> cedarpy.Entities:
 
 
 _CONTEXT_PARTS = ("arguments", "environment", "target", "omitted")
+_CACHED = 4096
 
 
 def _context_json(request: PolicyRequest, reads: frozenset[str] = frozenset(_CONTEXT_PARTS)) -> str:
