@@ -16,6 +16,7 @@ from toolkeeper import (
     Status,
     ToolContext,
     ToolContract,
+    stages,
     tool,
 )
 from toolkeeper.errors import RegistryError, ToolkeeperError
@@ -24,18 +25,7 @@ from toolkeeper.harness import Harness
 from toolkeeper.policy import CedarPolicyEngine
 from toolkeeper.secrets import CallableSecretProvider, SecretBroker
 
-STAGES = [
-    "resolve",
-    "validate",
-    "normalize",
-    "authorize",
-    "approve",
-    "bind_credentials",
-    "dispatch",
-    "check",
-    "project",
-    "record",
-]
+STAGES = list(stages.STAGES)
 
 # Operator permits cannot waive the default approval of committing calls (the most
 # cautious permit wins), so tests of unattended writes run without the default set.

@@ -28,18 +28,7 @@ from toolkeeper.ledger import InvocationRecord, RecordState
 from toolkeeper.policy import CedarPolicyEngine
 
 INVARIANTS = {f"INV-{n}" for n in range(1, 7)}
-TEN_STAGES = [
-    "resolve",
-    "validate",
-    "normalize",
-    "authorize",
-    "approve",
-    "bind_credentials",
-    "dispatch",
-    "check",
-    "project",
-    "record",
-]
+TEN_STAGES = list(stages.STAGES)
 
 
 def _harness(tmp_path: Path, policies: str = "") -> tuple[Harness, list[dict[str, Any]]]:

@@ -35,6 +35,20 @@ from toolkeeper.registry import ToolEntry
 from toolkeeper.secrets import ResolvedSecrets, SecretBroker
 from toolkeeper.validation import validate_arguments
 
+STAGES = (
+    "resolve",
+    "validate",
+    "normalize",
+    "authorize",
+    "approve",
+    "bind_credentials",
+    "dispatch",
+    "check",
+    "project",
+    "record",
+)
+"""The ten stages in order, as each names itself in the ledger."""
+
 
 @dataclass(frozen=True, slots=True)
 class Stop:

@@ -12,23 +12,12 @@ import pytest
 from anthropic.types import MessageParam
 from openai.types.chat import ChatCompletionToolMessageParam
 
-from toolkeeper import Principal, Proposal, Status, ToolContract, tool
+from toolkeeper import Principal, Proposal, Status, ToolContract, stages, tool
 from toolkeeper.adapters import batches, parse, render, run_tool_calls, run_turn
 from toolkeeper.harness import Harness
 from toolkeeper.policy import CedarPolicyEngine
 
-STAGES = [
-    "resolve",
-    "validate",
-    "normalize",
-    "authorize",
-    "approve",
-    "bind_credentials",
-    "dispatch",
-    "check",
-    "project",
-    "record",
-]
+STAGES = list(stages.STAGES)
 
 pytestmark = pytest.mark.anyio
 

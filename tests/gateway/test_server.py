@@ -29,7 +29,7 @@ from mcp_types import (
     ToolListChangedNotification,
 )
 
-from toolkeeper import tool
+from toolkeeper import stages, tool
 from toolkeeper.cli import main
 from toolkeeper.gateway.app import open_gateway, serve_http
 from toolkeeper.gateway.config import load_config
@@ -235,18 +235,7 @@ async def test_protocol_errors_stay_protocol_errors(http_gateway: Gateway, mode:
     assert response.json()["error"]["code"] == PARSE_ERROR
 
 
-TEN_STAGES = [
-    "resolve",
-    "validate",
-    "normalize",
-    "authorize",
-    "approve",
-    "bind_credentials",
-    "dispatch",
-    "check",
-    "project",
-    "record",
-]
+TEN_STAGES = list(stages.STAGES)
 
 
 @pytest.mark.invariant("INV-6")
