@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,29 +120,9 @@ def _edit(text: str, exc: json.JSONDecodeError) -> str:
     return f"correct the JSON at char {pos}"
 
 
-def _open_at_end(text: str) -> tuple[bool, list[str]]:
-    """Whether the text ends inside a string, and the brackets still open at its end."""
-    in_string = escaped = False
-    opened: list[str] = []
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            opened.append(char)
-        elif char in "}]" and opened:
-            opened.pop()
-    return in_string, opened
-
-
-def _outside_strings(text: str, word: str) -> int:
-    """The index of the first `word` outside string literals (-1 if none)."""
+def _structural(text: str) -> Iterator[tuple[int, str, bool]]:
+    """Each character of JSON text outside string literals (quotes excluded), with whether
+    the text from there on to its end is inside a string — a walk both callers share."""
     in_string = escaped = False
     for index, char in enumerate(text):
         if in_string:
@@ -153,6 +134,28 @@ def _outside_strings(text: str, word: str) -> int:
                 in_string = False
         elif char == '"':
             in_string = True
-        elif text.startswith(word, index):
+        else:
+            yield index, char, False
+    if in_string:
+        yield len(text), "", True
+
+
+def _open_at_end(text: str) -> tuple[bool, list[str]]:
+    """Whether the text ends inside a string, and the brackets still open at its end."""
+    opened: list[str] = []
+    for _, char, unterminated in _structural(text):
+        if unterminated:
+            return True, opened
+        if char in "{[":
+            opened.append(char)
+        elif char in "}]" and opened:
+            opened.pop()
+    return False, opened
+
+
+def _outside_strings(text: str, word: str) -> int:
+    """The index of the first `word` outside string literals (-1 if none)."""
+    for index, char, unterminated in _structural(text):
+        if not unterminated and char and text.startswith(word, index):
             return index
     return -1
