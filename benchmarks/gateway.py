@@ -36,8 +36,6 @@ TOKEN = "bench-token"
 ERAS = ("legacy", "2026-07-28")
 TOOLS = '''
 from toolkeeper import tool
-
-
 @tool(side_effect="none", idempotency="natural")
 def echo(text: str) -> str:
     """Return the text."""

@@ -26,8 +26,8 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 from toolkeeper import Principal, Proposal, tool
-from toolkeeper.harness import Harness
 from toolkeeper.policy import CedarPolicyEngine
+from toolkeeper.runtime.harness import Harness
 
 
 def get_time_of_day(city: str) -> dict[str, Any]:

@@ -19,13 +19,20 @@ from typing import Any
 
 import pytest
 
-from toolkeeper import ErrorCategory, Principal, Proposal, Status, ToolContract, stages
+from toolkeeper import (
+    ErrorCategory,
+    Principal,
+    Proposal,
+    Status,
+    ToolContract,
+)
 from toolkeeper.executors import ToolFailure
-from toolkeeper.grants import Grant
-from toolkeeper.harness import Harness
-from toolkeeper.invocation import InvocationRequest
 from toolkeeper.ledger import InvocationRecord, RecordState
 from toolkeeper.policy import CedarPolicyEngine
+from toolkeeper.runtime import stages
+from toolkeeper.runtime.grants import Grant
+from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.invocation import InvocationRequest
 
 INVARIANTS = {f"INV-{n}" for n in range(1, 7)}
 TEN_STAGES = list(stages.STAGES)
@@ -118,7 +125,7 @@ def test_executor_refuses_missing_expired_or_forged_grants(tmp_path: Path) -> No
         tenant="default",
         state=RecordState.RECEIVED,
     )
-    from toolkeeper.recording import Trail
+    from toolkeeper.runtime.recording import Trail
 
     envelope = asyncio.run(
         harness._execute(entry, request, forged, base, Trail("req_x"), time.perf_counter())

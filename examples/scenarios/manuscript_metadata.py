@@ -17,7 +17,7 @@ from typing import Any
 
 from toolkeeper import Principal, Proposal, ToolContext, tool
 from toolkeeper.executors import ToolFailure
-from toolkeeper.harness import Harness
+from toolkeeper.runtime.harness import Harness
 
 Trace = Callable[[str], None]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper import Principal, Proposal, tool
-from toolkeeper.harness import Harness
 from toolkeeper.policy import CedarPolicyEngine
+from toolkeeper.runtime.harness import Harness
 
 Trace = Callable[[str], None]
 

@@ -1,12 +1,9 @@
 """toolkeeper: the governed tool layer between an LLM agent and the world."""
 
 from toolkeeper.adapters import RenderReport, run_tool_calls
-from toolkeeper.approvals import Approvals
-from toolkeeper.artifacts import ArtifactError, ArtifactStore, Projection, project_result
-from toolkeeper.assess import Assessment, Verdict, assess_invocation
-from toolkeeper.catalog import Catalog, CatalogProblem, load_catalog
-from toolkeeper.context import ToolContext
-from toolkeeper.contract import (
+from toolkeeper.artifacts.store import ArtifactError, ArtifactStore, Projection, project_result
+from toolkeeper.contract.functions import contract_of, tool
+from toolkeeper.contract.model import (
     Classification,
     ConcurrencyPolicy,
     ContractExample,
@@ -18,18 +15,7 @@ from toolkeeper.contract import (
     SideEffect,
     ToolContract,
 )
-from toolkeeper.dialects import normalize_schema
-from toolkeeper.envelope import (
-    ArtifactRef,
-    EffectState,
-    ErrorCategory,
-    ExecutionMeta,
-    FieldError,
-    Provenance,
-    ResultEnvelope,
-    Status,
-    ToolError,
-)
+from toolkeeper.contract.naming import vendor_names
 from toolkeeper.errors import (
     ApprovalError,
     CatalogError,
@@ -43,15 +29,11 @@ from toolkeeper.errors import (
 )
 from toolkeeper.executors import Executor, ToolFailure
 from toolkeeper.executors.inprocess import FunctionExecutor
-from toolkeeper.functions import contract_of, tool
-from toolkeeper.grants import Grant, GrantAuthority
-from toolkeeper.harness import Harness
-from toolkeeper.importers import load_tool_list
-from toolkeeper.invocation import InvocationRequest, Principal, Proposal
+from toolkeeper.importers.catalog import Catalog, CatalogProblem, load_catalog
+from toolkeeper.importers.formats import load_tool_list
 from toolkeeper.ledger import InvocationRecord, Ledger, LedgerEvent
 from toolkeeper.ledger.sqlite import SQLiteLedger
 from toolkeeper.lint import Finding, LintConfig, LintReport, lint_catalog, lint_contract
-from toolkeeper.naming import vendor_names
 from toolkeeper.policy import (
     CedarPolicyEngine,
     Condition,
@@ -62,9 +44,25 @@ from toolkeeper.policy import (
     decide_safely,
     default_policies,
 )
-from toolkeeper.redaction import RedactingFilter, Redactor
-from toolkeeper.repairs import Repair, apply_repairs
-from toolkeeper.secrets import (
+from toolkeeper.runtime.approvals import Approvals
+from toolkeeper.runtime.assess import Assessment, Verdict, assess_invocation
+from toolkeeper.runtime.context import ToolContext
+from toolkeeper.runtime.envelope import (
+    ArtifactRef,
+    EffectState,
+    ErrorCategory,
+    ExecutionMeta,
+    FieldError,
+    Provenance,
+    ResultEnvelope,
+    Status,
+    ToolError,
+)
+from toolkeeper.runtime.grants import Grant, GrantAuthority
+from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal
+from toolkeeper.schema.dialects import normalize_schema
+from toolkeeper.secrets.providers import (
     CallableSecretProvider,
     EnvSecretProvider,
     FileSecretProvider,
@@ -73,7 +71,9 @@ from toolkeeper.secrets import (
     SecretProvider,
     default_broker,
 )
-from toolkeeper.validation import ValidationResult, validate_arguments
+from toolkeeper.secrets.redaction import RedactingFilter, Redactor
+from toolkeeper.validation.arguments import ValidationResult, validate_arguments
+from toolkeeper.validation.repairs import Repair, apply_repairs
 
 __version__ = "0.1.0"
 

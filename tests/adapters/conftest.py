@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import (
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import (
     ErrorCategory,
     ExecutionMeta,
     FieldError,

@@ -10,8 +10,8 @@ from anthropic.types import Message, MessageParam, TextBlock, ToolParam, ToolUse
 
 from toolkeeper.adapters import anthropic
 from toolkeeper.adapters.report import IssueKind
-from toolkeeper.contract import ModelView, ToolContract
-from toolkeeper.envelope import ResultEnvelope
+from toolkeeper.contract.model import ModelView, ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
 
 
 def message(*blocks: Any) -> Message:
@@ -81,7 +81,7 @@ def test_one_user_message_answers_all_calls_with_results_before_text(
 def test_pending_approval_is_an_error_result_for_the_model(
     sdk_valid: Callable[[Any, Any], Any],
 ) -> None:
-    from toolkeeper.envelope import ErrorCategory, ExecutionMeta, Status, ToolError
+    from toolkeeper.runtime.envelope import ErrorCategory, ExecutionMeta, Status, ToolError
 
     pending = ResultEnvelope(
         status=Status.PENDING_APPROVAL,

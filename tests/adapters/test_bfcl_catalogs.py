@@ -20,8 +20,8 @@ from openai.types.responses import FunctionToolParam
 from toolkeeper.adapters import render_with_report
 from toolkeeper.adapters.gemini_schema import PARAMETER_NAME
 from toolkeeper.adapters.report import IssueKind
-from toolkeeper.contract import ToolContract
-from toolkeeper.naming import is_legal, vendor_names
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.contract.naming import is_legal, vendor_names
 
 BFCL = Path(__file__).resolve().parents[1] / "data" / "bfcl"
 LANGUAGE = {"BFCL_v4_simple_java.json": "java", "BFCL_v4_simple_javascript.json": "javascript"}

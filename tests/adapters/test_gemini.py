@@ -13,8 +13,8 @@ from toolkeeper.adapters import gemini
 from toolkeeper.adapters._schema import NotExpressible
 from toolkeeper.adapters.gemini_schema import to_gemini
 from toolkeeper.adapters.report import IssueKind
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ResultEnvelope
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
 
 
 def response(*parts: types.Part) -> types.GenerateContentResponse:

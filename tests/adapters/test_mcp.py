@@ -9,8 +9,8 @@ import mcp_types
 
 from toolkeeper.adapters import mcp
 from toolkeeper.adapters.report import IssueKind
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ResultEnvelope
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
 
 
 def test_render_is_a_valid_tools_list_with_annotations_from_the_contract(

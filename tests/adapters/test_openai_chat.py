@@ -15,9 +15,9 @@ from openai.types.chat import (
 )
 
 from toolkeeper.adapters import openai_chat
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ResultEnvelope
-from toolkeeper.invocation import Proposal
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
+from toolkeeper.runtime.invocation import Proposal
 
 
 def completion(*calls: dict[str, Any], content: str | None = None) -> ChatCompletion:

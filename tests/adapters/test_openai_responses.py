@@ -13,8 +13,8 @@ from openai.types.responses import (
 )
 
 from toolkeeper.adapters import openai_responses
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ResultEnvelope
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
 
 
 def response(*items: dict[str, Any]) -> Response:

@@ -13,7 +13,7 @@ from toolkeeper.adapters import openai_chat
 from toolkeeper.adapters._schema import NotExpressible
 from toolkeeper.adapters.openai_strict import omit_strict_nulls, to_strict
 from toolkeeper.adapters.report import IssueKind
-from toolkeeper.contract import ToolContract
+from toolkeeper.contract.model import ToolContract
 
 Violations = Callable[[dict[str, Any]], list[str]]
 

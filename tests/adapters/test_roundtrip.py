@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkeeper.adapters import VENDORS, parse, render
-from toolkeeper.contract import ToolContract
-from toolkeeper.naming import vendor_names
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.contract.naming import vendor_names
 
 FAMILY = {
     "openai_chat": "openai",

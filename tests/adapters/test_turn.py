@@ -12,10 +12,11 @@ import pytest
 from anthropic.types import MessageParam
 from openai.types.chat import ChatCompletionToolMessageParam
 
-from toolkeeper import Principal, Proposal, Status, ToolContract, stages, tool
+from toolkeeper import Principal, Proposal, Status, ToolContract, tool
 from toolkeeper.adapters import batches, parse, render, run_tool_calls, run_turn
-from toolkeeper.harness import Harness
 from toolkeeper.policy import CedarPolicyEngine
+from toolkeeper.runtime import stages
+from toolkeeper.runtime.harness import Harness
 
 STAGES = list(stages.STAGES)
 

@@ -10,9 +10,9 @@ import tiktoken
 from google.genai import types
 
 from toolkeeper.adapters import VENDORS, gemini, render
-from toolkeeper.catalog import load_catalog
 from toolkeeper.cli import main
 from toolkeeper.cli.views import ENCODING, wire_json
+from toolkeeper.importers.catalog import load_catalog
 
 CATALOG = Path(__file__).resolve().parents[2] / "examples" / "catalog"
 

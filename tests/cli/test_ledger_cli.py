@@ -9,7 +9,7 @@ import pytest
 
 from toolkeeper import Principal, Proposal, tool
 from toolkeeper.cli import main
-from toolkeeper.harness import Harness
+from toolkeeper.runtime.harness import Harness
 
 
 @pytest.fixture

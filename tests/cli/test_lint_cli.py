@@ -121,7 +121,7 @@ def test_module_targets_resolve_from_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "tk_cli_lint_tools.py").write_text(
-        "from toolkeeper.contract import ToolContract\n"
+        "from toolkeeper.contract.model import ToolContract\n"
         "TOOL = ToolContract(id='get_rate', description='Read a rate.')\n"
     )
     monkeypatch.chdir(tmp_path)

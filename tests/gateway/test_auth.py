@@ -13,10 +13,10 @@ from mcp.shared.exceptions import MCPError
 
 from toolkeeper.gateway.app import http_app
 from toolkeeper.gateway.auth import PrincipalResolver, StaticTokenVerifier
-from toolkeeper.gateway.config import HttpConfig
+from toolkeeper.gateway.config.settings import HttpConfig
 from toolkeeper.gateway.server import GatewayServer
-from toolkeeper.harness import Harness
-from toolkeeper.invocation import Principal
+from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.invocation import Principal
 
 pytestmark = pytest.mark.anyio
 

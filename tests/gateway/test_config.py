@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolkeeper.errors import ConfigError
-from toolkeeper.gateway.config import GatewayConfig, load_config
+from toolkeeper.gateway.config.settings import GatewayConfig, load_config
 
 BASE = """
 stdio_principal = "alice"

@@ -14,7 +14,7 @@ from gateway_support import Gateway, running_gateway
 
 from toolkeeper.cli import main
 from toolkeeper.cli.client import DEMO_TOKEN
-from toolkeeper.gateway.pins import PinStore
+from toolkeeper.gateway.upstreams.pins import PinStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "gateway" / "toolkeeper.toml"

@@ -9,7 +9,7 @@ import pytest
 
 from toolkeeper import Principal, Proposal
 from toolkeeper.errors import ConfigError
-from toolkeeper.gateway.config import load_config
+from toolkeeper.gateway.config.settings import load_config
 from toolkeeper.gateway.loader import build_harness
 
 pytestmark = pytest.mark.anyio
@@ -17,7 +17,6 @@ pytestmark = pytest.mark.anyio
 WRITER = Principal("writer", capabilities=frozenset({"notes"}))
 NOTES = '''
 from toolkeeper import tool
-
 STORE = {{}}
 
 

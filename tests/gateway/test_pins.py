@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from toolkeeper.errors import ConfigError
-from toolkeeper.gateway.pins import PinError, PinStatus, PinStore, pin_hash, pinned_definition
+from toolkeeper.gateway.upstreams.pins import (
+    PinError,
+    PinStatus,
+    PinStore,
+    pin_hash,
+    pinned_definition,
+)
 
 ADD = {
     "name": "add",

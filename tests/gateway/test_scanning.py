@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolkeeper.gateway.scanning import (
+from toolkeeper.gateway.scanning.findings import (
     FINDING_CLASSES,
     Severity,
     blocking,

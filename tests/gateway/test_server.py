@@ -29,10 +29,11 @@ from mcp_types import (
     ToolListChangedNotification,
 )
 
-from toolkeeper import stages, tool
+import toolkeeper.runtime.stages as stages
+from toolkeeper import tool
 from toolkeeper.cli import main
 from toolkeeper.gateway.app import open_gateway, serve_http
-from toolkeeper.gateway.config import load_config
+from toolkeeper.gateway.config.settings import load_config
 from toolkeeper.ledger import InvocationRecord
 from toolkeeper.ledger.sqlite import SQLiteLedger
 

@@ -23,14 +23,14 @@ from mcp.shared.exceptions import MCPError
 
 from toolkeeper import CedarPolicyEngine, Principal, Proposal, ResultEnvelope, Status
 from toolkeeper.cli import main
-from toolkeeper.envelope import ErrorCategory
 from toolkeeper.errors import ConfigError
-from toolkeeper.gateway.pins import PinStore
-from toolkeeper.gateway.upstream_assessment import ToolStatus, assess
-from toolkeeper.gateway.upstream_config import UpstreamConfig, parse_upstreams
-from toolkeeper.gateway.upstream_link import UpstreamLink, _tool_error
-from toolkeeper.gateway.upstreams import Federation, connect_upstreams
-from toolkeeper.harness import Harness
+from toolkeeper.gateway.upstreams.assessment import ToolStatus, assess
+from toolkeeper.gateway.upstreams.config import UpstreamConfig, parse_upstreams
+from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
+from toolkeeper.gateway.upstreams.link import UpstreamLink, _tool_error
+from toolkeeper.gateway.upstreams.pins import PinStore
+from toolkeeper.runtime.envelope import ErrorCategory
+from toolkeeper.runtime.harness import Harness
 
 FIXTURE = Path(__file__).parent / "upstream_fixtures" / "tools_server.py"
 ALICE = Principal(id="alice", tenant="acme")

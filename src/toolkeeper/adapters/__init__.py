@@ -23,10 +23,10 @@ from typing import Any
 from toolkeeper.adapters import anthropic, gemini, mcp, openai_chat, openai_responses
 from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
 from toolkeeper.adapters.turn import ToolRunner, batches, run_turn
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ResultEnvelope
+from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ConfigError
-from toolkeeper.invocation import Principal, Proposal
+from toolkeeper.runtime.envelope import ResultEnvelope
+from toolkeeper.runtime.invocation import Principal, Proposal
 
 VENDORS: Mapping[str, ModuleType] = MappingProxyType(
     {

@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolkeeper.adapters.report import IssueKind, RenderIssue
-from toolkeeper.contract import ModelView, ToolContract
-from toolkeeper.naming import vendor_names
+from toolkeeper.contract.model import ModelView, ToolContract
+from toolkeeper.contract.naming import vendor_names
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from toolkeeper.adapters._common import views
 from toolkeeper.adapters._schema import NotExpressible
 from toolkeeper.adapters.openai_strict import omit_strict_nulls, to_strict
 from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
-from toolkeeper.contract import ToolContract
-from toolkeeper.naming import vendor_names
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.contract.naming import vendor_names
 
 FAMILY = "openai"
 

@@ -15,9 +15,9 @@ import jsonschema
 
 from toolkeeper.adapters._common import as_data, call_id, get, items, views
 from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ResultEnvelope
-from toolkeeper.invocation import Proposal
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
+from toolkeeper.runtime.invocation import Proposal
 
 FAMILY = "anthropic"
 

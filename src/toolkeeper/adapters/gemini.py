@@ -19,9 +19,9 @@ from toolkeeper.adapters._common import as_data, get, items, views
 from toolkeeper.adapters._schema import NotExpressible
 from toolkeeper.adapters.gemini_schema import to_gemini
 from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ResultEnvelope
-from toolkeeper.invocation import Proposal
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
+from toolkeeper.runtime.invocation import Proposal
 
 FAMILY = "gemini"
 _STAND_IN_ID = re.compile(r"^gemini-\d+-\d+$")

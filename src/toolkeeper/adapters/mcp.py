@@ -13,9 +13,9 @@ from typing import Any
 
 from toolkeeper.adapters._common import as_data, call_id, get, views
 from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
-from toolkeeper.contract import Classification, SideEffect, ToolContract
-from toolkeeper.envelope import ResultEnvelope
-from toolkeeper.invocation import Proposal
+from toolkeeper.contract.model import Classification, SideEffect, ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
+from toolkeeper.runtime.invocation import Proposal
 
 FAMILY = "mcp"
 CALL_ID_META = "toolkeeper.dev/call_id"

@@ -15,9 +15,9 @@ from typing import Any
 from toolkeeper.adapters._common import as_data, call_id, get, items
 from toolkeeper.adapters._openai import FAMILY, definitions, restore_arguments, strict_schemas
 from toolkeeper.adapters.report import RenderReport
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ResultEnvelope
-from toolkeeper.invocation import Proposal
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
+from toolkeeper.runtime.invocation import Proposal
 
 
 def render(contracts: Sequence[ToolContract], *, strict: bool = False) -> list[dict[str, Any]]:

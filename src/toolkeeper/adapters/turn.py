@@ -12,13 +12,13 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ResultEnvelope
-from toolkeeper.invocation import Principal, Proposal
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import ResultEnvelope
+from toolkeeper.runtime.invocation import Principal, Proposal
 
 
 class ToolRunner(Protocol):
-    """What `run_tool_calls` needs of a `toolkeeper.harness.Harness`."""
+    """What `run_tool_calls` needs of a `toolkeeper.runtime.harness.Harness`."""
 
     async def invoke(
         self, proposal: Proposal, *, principal: Principal, session: str | None = None

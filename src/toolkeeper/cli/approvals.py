@@ -13,9 +13,9 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from toolkeeper.approvals import Approvals
 from toolkeeper.cli.ledger import add_common, open_ledger
 from toolkeeper.ledger import ApprovalRecord
+from toolkeeper.runtime.approvals import Approvals
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -13,7 +13,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from toolkeeper.catalog import load_catalog
+from toolkeeper.importers.catalog import load_catalog
 from toolkeeper.lint import Finding, LintConfig, LintReport, Severity, lint_catalog
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}

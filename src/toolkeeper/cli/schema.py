@@ -7,8 +7,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import envelope_json_schema
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import envelope_json_schema
 
 
 def _contract_schema() -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from toolkeeper.errors import ConfigError
 
 if TYPE_CHECKING:
-    from toolkeeper.gateway.config import GatewayConfig
+    from toolkeeper.gateway.config.settings import GatewayConfig
 
 _FROM_CONFIG = "config"
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     # subcommand (and `toolkeeper --help`) should not wait for.
     import anyio
 
-    from toolkeeper.gateway.config import load_config
+    from toolkeeper.gateway.config.settings import load_config
 
     logging.basicConfig(
         level=args.log_level.upper(),

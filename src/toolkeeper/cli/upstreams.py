@@ -19,10 +19,10 @@ from typing import Any
 import anyio
 
 from toolkeeper.errors import ConfigError, ToolkeeperError
-from toolkeeper.gateway.config import GatewayConfig, load_config
-from toolkeeper.gateway.pins import PinStore
-from toolkeeper.gateway.upstream_assessment import ToolStatus, UpstreamTool
-from toolkeeper.gateway.upstreams import survey_upstreams
+from toolkeeper.gateway.config.settings import GatewayConfig, load_config
+from toolkeeper.gateway.upstreams.assessment import ToolStatus, UpstreamTool
+from toolkeeper.gateway.upstreams.federation import survey_upstreams
+from toolkeeper.gateway.upstreams.pins import PinStore
 
 _APPROVABLE = (ToolStatus.NEW, ToolStatus.CHANGED)
 

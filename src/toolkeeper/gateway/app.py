@@ -31,10 +31,10 @@ from starlette.types import ASGIApp
 from toolkeeper import __version__
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.auth import PrincipalResolver, StaticTokenVerifier, require_bearer
-from toolkeeper.gateway.config import GatewayConfig, HttpConfig, OAuthConfig, is_loopback
+from toolkeeper.gateway.config.settings import GatewayConfig, HttpConfig, OAuthConfig, is_loopback
 from toolkeeper.gateway.loader import build_harness, check_reserved_names
 from toolkeeper.gateway.server import GatewayServer
-from toolkeeper.gateway.upstreams import Federation, connect_upstreams
+from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
 
 logger = logging.getLogger(__name__)
 

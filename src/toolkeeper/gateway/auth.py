@@ -31,7 +31,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp
 
-from toolkeeper.invocation import Principal
+from toolkeeper.runtime.invocation import Principal
 
 
 class StaticTokenVerifier:

@@ -1,7 +1,7 @@
 """From a `GatewayConfig` to a `Harness` with its local tools registered.
 
 A ``tools`` entry is a module path (``package.module`` or ``package.module:attribute``);
-`toolkeeper.catalog.load_catalog` reads the contracts, and each ``@toolkeeper.tool`` function
+`load_catalog` reads the contracts, and each ``@toolkeeper.tool`` function
 found there is registered with the function itself as executor. A contract that names a
 verifier or a resource-version reader (``verifier = "manuscript_read_back"``) finds it by
 that name in the function's module, so a tool module is self-contained.
@@ -15,14 +15,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from toolkeeper.catalog import load_catalog
-from toolkeeper.contract import ToolContract
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.contract.naming import vendor_names
 from toolkeeper.errors import ConfigError, ToolkeeperError
-from toolkeeper.gateway.config import GatewayConfig
+from toolkeeper.gateway.config.settings import GatewayConfig
 from toolkeeper.gateway.results import RESUME_TOOL
-from toolkeeper.harness import Harness
-from toolkeeper.naming import vendor_names
+from toolkeeper.importers.catalog import load_catalog
 from toolkeeper.policy import CedarPolicyEngine
+from toolkeeper.runtime.harness import Harness
 
 _PATH_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
 

@@ -18,8 +18,8 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent, Tool
 
 from toolkeeper.adapters.mcp import CALL_ID_META, render
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ErrorCategory, ResultEnvelope, Status, ToolError
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope, Status, ToolError
 
 RESUME_TOOL = "toolkeeper.resume"
 """The gateway's own tool: continue a call after its approval was decided."""

@@ -39,8 +39,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolkeeper.contract import ToolContract
-from toolkeeper.envelope import ErrorCategory, ResultEnvelope
+from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ApprovalError
 from toolkeeper.gateway.results import (
     RESUME_TOOL,
@@ -49,11 +48,12 @@ from toolkeeper.gateway.results import (
     refusal,
     tool_listing,
 )
-from toolkeeper.harness import Harness
-from toolkeeper.invocation import Principal, Proposal
+from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope
+from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.invocation import Principal, Proposal
 
 if TYPE_CHECKING:
-    from toolkeeper.gateway.upstreams import Federation
+    from toolkeeper.gateway.upstreams.federation import Federation
 
 logger = logging.getLogger(__name__)
 

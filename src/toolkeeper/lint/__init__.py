@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from toolkeeper.catalog import Catalog, ProblemKind
-from toolkeeper.contract import ToolContract
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.contract.naming import FAMILIES, vendor_names
+from toolkeeper.importers.catalog import Catalog, ProblemKind
 from toolkeeper.lint.rules import RULES, Finding, LintConfig, Rule, Severity, finding
 from toolkeeper.lint.runtime import check_effects, check_version_and_examples
 from toolkeeper.lint.schema import check_input_schema, check_output
 from toolkeeper.lint.surface import VERBS, check_description, check_names, count_tokens
-from toolkeeper.naming import FAMILIES, vendor_names
 
 __all__ = [
     "RULES",
@@ -118,7 +118,7 @@ def _collisions(contracts: tuple[ToolContract, ...]) -> dict[str, list[Finding]]
     """TK106: distinct tools whose names land on one vendor name, so one is shown suffixed.
 
     Versions of one id are left alone: the older one is renamed on purpose (see
-    `toolkeeper.naming.vendor_names`).
+    `toolkeeper.contract.naming.vendor_names`).
     """
     found: dict[str, list[Finding]] = defaultdict(list)
     for family in FAMILIES:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from toolkeeper.contract import Idempotency, SideEffect, ToolContract
+from toolkeeper.contract.model import Idempotency, SideEffect, ToolContract
 from toolkeeper.lint.rules import Finding, LintConfig, finding, pointer
 
 

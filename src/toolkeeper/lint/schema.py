@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from toolkeeper.contract import ToolContract
+from toolkeeper.contract.model import ToolContract
 from toolkeeper.lint.rules import Finding, LintConfig, finding, pointer
 
 _MODE_NAMES = frozenset({"mode", "action", "operation", "op"})

@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from toolkeeper.contract import ToolContract
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.contract.naming import FAMILIES, is_legal, vendor_names
 from toolkeeper.lint.rules import Finding, LintConfig, finding, pointer
-from toolkeeper.naming import FAMILIES, is_legal, vendor_names
 
 _VERB_GROUPS = (
     "get list search find fetch read query lookup look check count describe show view",
@@ -118,7 +118,7 @@ def check_names(contract: ToolContract, config: LintConfig) -> Iterator[Finding]
                 ref,
                 where + "/name",
                 f"model_views.{family}.name {view.name!r} is illegal for {family}",
-                f"choose a name {family} accepts (see toolkeeper.naming for each rule)",
+                f"choose a name {family} accepts (see toolkeeper.contract.naming for each rule)",
             )
 
 

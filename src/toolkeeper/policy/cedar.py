@@ -40,8 +40,8 @@ from toolkeeper.policy.decision import (
 )
 
 if TYPE_CHECKING:
-    from toolkeeper.contract import ToolContract
-    from toolkeeper.invocation import Principal
+    from toolkeeper.contract.model import ToolContract
+    from toolkeeper.runtime.invocation import Principal
 
 _PRINCIPAL_TYPE = "Toolkeeper::Principal"
 _TOOL_TYPE = "Toolkeeper::Tool"

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from toolkeeper.errors import PolicyError
 
 if TYPE_CHECKING:
-    from toolkeeper.contract import ToolContract
-    from toolkeeper.invocation import Principal
+    from toolkeeper.contract.model import ToolContract
+    from toolkeeper.runtime.invocation import Principal
 
 
 class Decision(StrEnum):

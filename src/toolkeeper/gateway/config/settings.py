@@ -1,0 +1,347 @@
+"""The gateway configuration file (TOML, YAML or JSON) and its validation.
+
+Every key is checked by a pydantic model with ``extra="forbid"``; a mistake becomes one
+`ConfigError` that names each bad key by its dotted path, shows the value (never a token) and
+says how to fix it. Relative paths are resolved against the configuration file's directory,
+except `home`: the ledger lives where you run toolkeeper, as with every ``--home`` option, so
+``toolkeeper approvals`` run from the same directory finds it.
+
+    home = ".toolkeeper"                 # ledger, artifacts and tool state
+    ledger_dsn_env = "TOOLKEEPER_LEDGER_DSN"  # optional: a PostgreSQL ledger shared by replicas
+    tools = ["manuscripts"]              # modules of @toolkeeper.tool functions
+    policies = ["policy.cedar"]          # Cedar files, on top of the shipped defaults
+    stdio_principal = "editor"           # who a stdio client acts as
+
+    [principals.editor]
+    tenant = "press"
+    capabilities = ["manuscripts:read", "manuscripts:write"]
+    token_env = "EDITOR_TOKEN"           # or token = "..." (HTTP bearer token)
+
+    [http]
+    host = "127.0.0.1"
+    port = 8765
+
+    [mcpServers.search]                  # or mcpServers = "servers.json"; or [upstreams.search]
+    command = "python"
+    args = ["search_server.py"]
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from toolkeeper.errors import ConfigError
+from toolkeeper.gateway.config.errors import config_error
+from toolkeeper.gateway.upstreams.config import UpstreamConfig
+from toolkeeper.runtime.invocation import Principal
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PrincipalConfig(_Strict):
+    """One principal: who acts, in which tenant, with which capabilities, and (for HTTP) the
+    bearer token that proves it."""
+
+    tenant: str = "default"
+    capabilities: list[str] = Field(default_factory=list)
+    kind: str = "agent"
+    token: SecretStr | None = None
+    token_env: str | None = Field(
+        default=None, description="Name of the environment variable holding the token."
+    )
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> PrincipalConfig:
+        if self.token is not None and self.token_env is not None:
+            raise ValueError(
+                "set either token or token_env, not both; prefer token_env so the token stays "
+                "out of the file"
+            )
+        return self
+
+    def resolve_token(self, key: str) -> str | None:
+        """The bearer token, read from the environment when `token_env` names a variable."""
+        if self.token is not None:
+            return self.token.get_secret_value()
+        if self.token_env is None:
+            return None
+        value = os.environ.get(self.token_env)
+        if not value:
+            raise ConfigError(
+                f"{key}.token_env names ${self.token_env}, which is not set; export it "
+                f"(export {self.token_env}=...) or remove token_env",
+                key=f"{key}.token_env",
+                value=self.token_env,
+            )
+        return value
+
+
+class OAuthConfig(_Strict):
+    """OAuth 2.1 resource-server mode: tokens come from an authorization server and are checked
+    by a `TokenVerifier` the deployment provides."""
+
+    issuer_url: AnyHttpUrl
+    resource_url: AnyHttpUrl = Field(description="This gateway's URL, the tokens' audience.")
+    verifier: str = Field(
+        description="Module path of a TokenVerifier instance, e.g. 'mycompany.auth:verifier'."
+    )
+    required_scopes: list[str] = Field(default_factory=list)
+    check_audience: bool = True
+
+
+class HttpConfig(_Strict):
+    """Where and how `toolkeeper serve --http` listens."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    path: str = "/mcp"
+    auth: Literal["token", "oauth", "none"] = "token"
+    principal: str | None = Field(
+        default=None, description="Who every request acts as when auth is 'none'."
+    )
+    stateless: bool = Field(
+        default=False, description="Serve 2025 clients without sessions (no list_changed)."
+    )
+    json_response: bool = Field(
+        default=True,
+        description=(
+            "Answer each POST with one JSON body: a call's stream carries nothing but its "
+            "answer, and JSON costs less than SSE. false streams SSE, with keep-alives for "
+            "calls longer than a proxy's idle timeout."
+        ),
+    )
+    oauth: OAuthConfig | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"must start with '/', e.g. '/{value}'")
+        return value
+
+    @model_validator(mode="after")
+    def _auth_fits(self) -> HttpConfig:
+        if self.auth == "oauth" and self.oauth is None:
+            raise ValueError("auth = 'oauth' needs an [http.oauth] table (issuer_url, ...)")
+        if self.auth != "oauth" and self.oauth is not None:
+            raise ValueError("[http.oauth] is set but auth is not 'oauth'; set auth = 'oauth'")
+        if self.auth == "none":
+            if self.principal is None:
+                raise ValueError("auth = 'none' needs principal = '<id>': who requests act as")
+            if not is_loopback(self.host):
+                raise ValueError(
+                    f"auth = 'none' on host {self.host!r} would serve every tool to anyone who "
+                    "can reach it; use 127.0.0.1, or give principals tokens and keep auth = "
+                    "'token'"
+                )
+        elif self.principal is not None:
+            raise ValueError("principal is only used with auth = 'none'; remove it")
+        return self
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class GatewayConfig(_Strict):
+    """A whole gateway: its state directory, tools, policies, principals, upstreams, HTTP."""
+
+    name: str = "toolkeeper"
+    home: Path = Path(".toolkeeper")
+    ledger_dsn_env: str | None = None
+    """An environment variable holding a PostgreSQL DSN (it may carry a password, so the file
+    names the variable, not the DSN). Unset: the SQLite ledger in `home`."""
+    tools: list[str] = Field(default_factory=list)
+    policies: list[Path] = Field(default_factory=list)
+    principals: dict[str, PrincipalConfig] = Field(default_factory=dict)
+    stdio_principal: str | None = None
+    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    base_dir: Path = Field(default=Path("."), exclude=True)
+    """The configuration file's directory, which relative `tools` and `policies` live in."""
+
+    @model_validator(mode="after")
+    def _upstream_cwd_beside_file(self) -> GatewayConfig:
+        """A relative upstream ``cwd`` means the configuration file's directory, like every
+        other relative path here (the standard entry leaves it to the launching host)."""
+        for name, upstream in self.upstreams.items():
+            if upstream.cwd is not None and not Path(upstream.cwd).is_absolute():
+                cwd = str(self.base_dir / upstream.cwd)
+                self.upstreams[name] = upstream.model_copy(update={"cwd": cwd})
+        return self
+
+    @field_validator("stdio_principal")
+    @classmethod
+    def _stdio_principal_exists(cls, name: str | None, info: ValidationInfo) -> str | None:
+        return _known_principal(name, info)
+
+    @field_validator("http")
+    @classmethod
+    def _http_principal_exists(cls, http: HttpConfig, info: ValidationInfo) -> HttpConfig:
+        _known_principal(http.principal, info)
+        return http
+
+    def ledger_dsn(self) -> str | None:
+        """The PostgreSQL DSN from `ledger_dsn_env`, or None for the embedded SQLite ledger."""
+        if self.ledger_dsn_env is None:
+            return None
+        dsn = os.environ.get(self.ledger_dsn_env)
+        if not dsn:
+            raise ConfigError(
+                f"ledger_dsn_env = {self.ledger_dsn_env!r}, but that environment variable is "
+                "unset or empty; export it (postgresql://user@host:5432/db) or remove the key "
+                "to use the SQLite ledger in home",
+                key="ledger_dsn_env",
+                value=self.ledger_dsn_env,
+            )
+        return dsn
+
+    def principal(self, name: str) -> Principal:
+        entry = self.principals[name]
+        return Principal(
+            id=name,
+            tenant=entry.tenant,
+            capabilities=frozenset(entry.capabilities),
+            kind=entry.kind,
+        )
+
+    def tokens(self) -> dict[str, Principal]:
+        """Bearer token → principal, for every principal that has one; a token shared by two
+        principals is refused, since nobody could tell which one a request acts as."""
+        tokens: dict[str, Principal] = {}
+        for name, entry in self.principals.items():
+            token = entry.resolve_token(f"principals.{name}")
+            if token is None:
+                continue
+            if token in tokens:
+                raise ConfigError(
+                    f"principals.{name} and principals.{tokens[token].id} have the same token; "
+                    "give each principal its own",
+                    key=f"principals.{name}.token",
+                )
+            tokens[token] = self.principal(name)
+        return tokens
+
+    def resolve(self, path: Path) -> Path:
+        """`path` relative to the configuration file's directory."""
+        return path if path.is_absolute() else self.base_dir / path
+
+
+def _known_principal(name: str | None, info: ValidationInfo) -> str | None:
+    if "principals" not in info.data:
+        return name  # [principals] itself is invalid and reported; nothing to check against
+    principals = info.data["principals"]
+    if name is not None and name not in principals:
+        known = ", ".join(sorted(principals)) or "none are defined"
+        raise ValueError(
+            f"names principal {name!r}, which is not under [principals] (known: {known}); "
+            f"add [principals.{name}] or name a known one"
+        )
+    return name
+
+
+def _standard_servers(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """Move the standard ``mcpServers`` block (inline, or a path to its JSON file) to
+    ``upstreams``, where `GatewayConfig` validates it."""
+    if "mcpServers" not in data:
+        return data
+    data = dict(data)
+    servers = data.pop("mcpServers")
+    if "upstreams" in data:
+        raise ConfigError(
+            "both mcpServers and upstreams are set; keep one of them", key="mcpServers"
+        )
+    if isinstance(servers, str):
+        servers = _read_servers_file(base_dir / servers, servers)
+    data["upstreams"] = servers
+    return data
+
+
+def _read_servers_file(path: Path, value: str) -> Any:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(
+            f"mcpServers = {value!r}: cannot read {path}: {exc.strerror}; fix: give the path "
+            "of a JSON file with an mcpServers object, relative to this configuration file",
+            key="mcpServers",
+            value=value,
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"mcpServers = {value!r}: {path} is not valid JSON (line {exc.lineno}): {exc.msg}",
+            key="mcpServers",
+            value=value,
+        ) from None
+    if isinstance(data, dict) and isinstance(data.get("mcpServers"), dict):
+        return data["mcpServers"]
+    return data
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    """Read and validate a gateway configuration file (.toml, .yaml/.yml or .json)."""
+    path = Path(path)
+    data = _parse(path)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path} must hold a table of settings at the top level, not {type(data).__name__}",
+            key="(file)",
+        )
+    base_dir = path.resolve().parent
+    servers_key = "mcpServers" if "mcpServers" in data else "upstreams"
+    data = _standard_servers(data, base_dir)
+    try:
+        return GatewayConfig.model_validate({**data, "base_dir": base_dir})
+    except ValidationError as exc:
+        raise config_error(path, exc, GatewayConfig, servers_key=servers_key) from None
+
+
+def _parse(path: Path) -> Any:
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml", ".json"):
+        raise ConfigError(
+            f"{path}: unsupported configuration type {suffix!r}; use .toml, .yaml or .json",
+            key="(file)",
+            value=str(path),
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read configuration {path}: {exc.strerror}", key="(file)", value=str(path)
+        ) from None
+    try:
+        if suffix == ".toml":
+            return tomllib.loads(text)
+        if suffix == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(
+            f"{path} is not valid {suffix[1:].upper()}: {exc}", key="(file)", value=str(path)
+        ) from None

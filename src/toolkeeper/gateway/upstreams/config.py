@@ -1,0 +1,259 @@
+"""`UpstreamConfig`: one upstream MCP server, as a standard ``mcpServers`` entry plus ours.
+
+The standard part is what Claude Desktop, Cursor and VS Code write: a stdio ``command`` with
+``args``, ``env`` and ``cwd``, or a Streamable HTTP ``url`` with ``headers``. Our keys say how
+the gateway treats the server's tools: a ``namespace`` prefix for their ids, per-tool
+``tools`` overrides (the operator, not the upstream, vouches for effects), what each scan
+finding class does (``scan``), and whether the stdio command runs under bubblewrap.
+
+Values of ``env`` and ``headers`` may name a variable of the gateway's environment as
+``${NAME}``, so a token need not be written into the file; nothing else of the gateway's
+environment reaches an upstream.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp.client.stdio import StdioServerParameters
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from toolkeeper.contract.model import SEMVER, Idempotency, SideEffect
+from toolkeeper.errors import ConfigError
+from toolkeeper.gateway.scanning.findings import FINDING_CLASSES, ScanAction
+
+PASSED_THROUGH = ("PATH", "HOME", "LANG")
+"""The gateway's variables a stdio upstream inherits; everything else it gets is in `env`."""
+
+NAMESPACE = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,63})?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class ToolOverride(BaseModel):
+    """What the operator says about one upstream tool; each set field replaces the cautious
+    default (committing, open world, not idempotent) or the upstream's text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    side_effect: SideEffect | None = None
+    idempotency: Idempotency | None = None
+    open_world: bool | None = None
+    required_capabilities: tuple[str, ...] | None = None
+    timeout: float | None = Field(default=None, gt=0, description="Seconds.")
+    version: str | None = None
+    description: str | None = Field(
+        default=None, description="Replaces the upstream's description in the contract."
+    )
+    enabled: bool = True
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, value: str | None) -> str | None:
+        if value is not None and not SEMVER.match(value):
+            raise ValueError(f"{value!r} is not semver; write it as MAJOR.MINOR.PATCH")
+        return value
+
+    def contract_fields(self) -> dict[str, Any]:
+        """The set fields as `ToolContract` overrides."""
+        return self.model_dump(exclude_none=True, exclude={"enabled"})
+
+
+class UpstreamConfig(BaseModel):
+    """One upstream MCP server: how to reach it and how to govern its tools."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["stdio", "http", "streamable-http", "streamableHttp"] | None = Field(
+        default=None, description="Optional transport tag as other clients write it."
+    )
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="The only variables the child gets besides PATH, HOME and LANG.",
+    )
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    namespace: str = Field(default="", description="Prefix of the tool ids, e.g. 'github.'.")
+    tools: dict[str, ToolOverride] = Field(default_factory=dict)
+    scan: dict[str, ScanAction] = Field(
+        default_factory=dict, description="Finding class → block | warn."
+    )
+    sandbox: Literal["none", "bubblewrap"] = "none"
+    timeout: float = Field(default=30.0, gt=0, description="Seconds to connect and list.")
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not NAMESPACE.match(value):
+            raise ValueError(
+                f"{value!r} must be up to 64 of letters, digits, '_', '.', ':', '/', '-'; "
+                "end it with a separator, e.g. 'github.'"
+            )
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in value if not _ENV_NAME.match(name)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a variable name; use letters, digits and '_'")
+        return value
+
+    @field_validator("scan")
+    @classmethod
+    def _scan_classes(cls, value: dict[str, ScanAction]) -> dict[str, ScanAction]:
+        unknown = sorted(set(value) - set(FINDING_CLASSES))
+        if unknown:
+            raise ValueError(
+                f"unknown finding class {', '.join(map(repr, unknown))}; "
+                f"use one of {', '.join(FINDING_CLASSES)}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> UpstreamConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                "give either command (a stdio server) or url (Streamable HTTP), not both or neither"
+            )
+        if self.url is not None:
+            stdio_only = [k for k in ("args", "env", "cwd") if getattr(self, k)]
+            if stdio_only or self.sandbox != "none":
+                keys = ", ".join([*stdio_only, *(["sandbox"] if self.sandbox != "none" else [])])
+                raise ValueError(f"{keys} only apply to a stdio command; remove them for a url")
+            if self.type == "stdio":
+                raise ValueError("type is 'stdio' but a url is given; use type 'http'")
+        elif self.headers:
+            raise ValueError("headers only apply to a url; pass values to a command via env")
+        elif self.type not in (None, "stdio"):
+            raise ValueError(f"type is {self.type!r} but a command is given; use type 'stdio'")
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    def override(self, tool: str) -> ToolOverride:
+        return self.tools.get(tool, ToolOverride())
+
+    def stdio_parameters(self, server: str) -> StdioServerParameters:
+        """How to start the stdio command: with PATH, HOME, LANG and the configured `env` as its
+        whole environment, under bubblewrap when `sandbox` asks for it.
+
+        The SDK merges a few of the gateway's own variables into every child's environment;
+        ``env -i`` (or bwrap's ``--clearenv``) starts from nothing instead.
+        """
+        assert self.command is not None
+        env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
+        env |= self.resolved_env(server)
+        if self.sandbox == "bubblewrap":
+            return StdioServerParameters(command=_bwrap(server), args=self._bwrap_args(env))
+        return StdioServerParameters(
+            command=shutil.which("env") or "/usr/bin/env",
+            args=["-i", *(f"{k}={v}" for k, v in env.items()), self.command, *self.args],
+            cwd=self.cwd,
+        )
+
+    def _bwrap_args(self, env: Mapping[str, str]) -> list[str]:
+        # No network, a read-only view of the host, a private /tmp, and the child dies with
+        # the gateway: a local server is no safer than the code it runs.
+        args = ["--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev"]
+        args += ["--proc", "/proc", "--tmpfs", "/tmp", "--clearenv"]
+        for path in self._named_under_tmp():
+            args += ["--ro-bind", path, path]
+        for name, value in env.items():
+            args += ["--setenv", name, value]
+        if self.cwd:
+            args += ["--chdir", self.cwd]
+        return [*args, "--", self.command or "", *self.args]
+
+    def _named_under_tmp(self) -> list[str]:
+        """Paths under /tmp the command needs — its interpreter's installation, a script or a
+        working directory it names — shown read-only through the private /tmp."""
+        candidates = [shutil.which(self.command or "") or "", *self.args, self.cwd or ""]
+        found = []
+        for candidate in candidates:
+            path = Path(candidate)
+            if not candidate or not path.is_absolute() or not path.exists():
+                continue
+            # Not resolved: a virtual environment's interpreter is a symlink out of /tmp, but
+            # the environment itself (its site-packages) is what must be visible.
+            if path.parts[:2] != ("/", "tmp"):
+                continue
+            root = path.parent.parent if path.parent.name == "bin" else path
+            found.append(str(root))
+        return sorted(set(found))
+
+    def resolved_env(self, server: str) -> dict[str, str]:
+        """`env` with ``${NAME}`` references read from the gateway's environment."""
+        return {k: _resolve(v, f"mcpServers.{server}.env.{k}") for k, v in self.env.items()}
+
+    def resolved_headers(self, server: str) -> dict[str, str]:
+        return {k: _resolve(v, f"mcpServers.{server}.headers.{k}") for k, v in self.headers.items()}
+
+
+def _bwrap(server: str) -> str:
+    path = shutil.which("bwrap")
+    if path is None:
+        raise ConfigError(
+            f"mcpServers.{server}.sandbox is 'bubblewrap' but the bwrap executable is not on "
+            "PATH; install bubblewrap (apt-get install bubblewrap) or set sandbox = 'none'",
+            key=f"mcpServers.{server}.sandbox",
+            value="bubblewrap",
+        )
+    return path
+
+
+def _resolve(value: str, key: str) -> str:
+    def lookup(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ConfigError(
+                f"{key} refers to ${{{name}}}, which is not set in the gateway's environment; "
+                f"export {name} or write the value into the config",
+                key=key,
+                value=value,
+            )
+        return os.environ[name]
+
+    return _REFERENCE.sub(lookup, value)
+
+
+def parse_upstreams(
+    servers: Mapping[str, Any], *, section: str = "mcpServers"
+) -> dict[str, UpstreamConfig]:
+    """Validate a ``{name: entry}`` mapping; a mistake raises `ConfigError` naming the key
+    (``mcpServers.github.url``) and the fix."""
+    if not isinstance(servers, Mapping):
+        raise ConfigError(
+            f"{section} must be a mapping of server name to entry, not {type(servers).__name__}",
+            key=section,
+        )
+    parsed = {}
+    for name, entry in servers.items():
+        try:
+            parsed[str(name)] = UpstreamConfig.model_validate(entry)
+        except ValidationError as exc:
+            raise _config_error(f"{section}.{name}", entry, exc) from None
+    return parsed
+
+
+def _config_error(prefix: str, entry: Any, exc: ValidationError) -> ConfigError:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in (prefix, *first["loc"]))
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = (
+            f"unknown key; an entry takes command, args, env, cwd, url, headers, namespace, "
+            f"tools, scan, sandbox, timeout (got {first['loc'][-1]!r})"
+        )
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return ConfigError(f"{where}: {message}{more}", key=where, value=first.get("input"))

@@ -1,0 +1,179 @@
+"""Upstream federation: the tools of other MCP servers, served through the harness only after
+an operator approved exactly their definitions.
+
+`connect_upstreams` opens an `UpstreamLink` (`upstream_link.py`) to every configured upstream
+and assesses every listing against the pin store (`upstream_assessment.py`). Only approved
+tools are registered, each with an `UpstreamExecutor`. Each re-listing is assessed again: a
+served tool whose definition moved is refused by its executor (``stale``) until re-approved.
+The harness registry cannot unregister, so a gateway listing tools asks `Federation.is_served`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskGroup
+
+from toolkeeper.errors import RegistryError
+from toolkeeper.gateway.scanning.findings import Finding
+from toolkeeper.gateway.upstreams.assessment import ToolStatus, UpstreamTool, assess
+from toolkeeper.gateway.upstreams.config import UpstreamConfig
+from toolkeeper.gateway.upstreams.link import UpstreamExecutor, UpstreamLink
+from toolkeeper.gateway.upstreams.pins import PinStore
+
+if TYPE_CHECKING:
+    from toolkeeper.runtime.harness import Harness
+
+
+class Federation:
+    """Connected upstreams and what each offers; close it from the task that opened it."""
+
+    def __init__(
+        self,
+        configs: Mapping[str, UpstreamConfig],
+        harness: Harness | None,
+        *,
+        home: Path,
+    ) -> None:
+        self.pins = PinStore.in_home(home)
+        self.tools: dict[tuple[str, str], UpstreamTool] = {}
+        """Every listed tool by (server, name), as last assessed."""
+        self.withheld: dict[tuple[str, str], str] = {}
+        """Tools not served, with the reason."""
+        self.errors: dict[str, str] = {}
+        """Upstreams that could not be reached, with the error."""
+        self._configs = dict(configs)
+        self._harness = harness
+        self._local_ids = {c.id for c in harness.registry.latest_contracts()} if harness else set()
+        self._links = {
+            name: UpstreamLink(name, config, home=home, on_listing=self._relisted)
+            for name, config in configs.items()
+        }
+        self._registered: dict[str, str] = {}  # contract id → registered pin hash
+        self._stack = AsyncExitStack()
+        self._group: TaskGroup | None = None
+        self._started = False
+
+    def __repr__(self) -> str:
+        served = sum(tool.status is ToolStatus.APPROVED for tool in self.tools.values())
+        withheld = len(self.withheld)
+        return f"Federation(upstreams={len(self._links)}, served={served}, withheld={withheld})"
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding of every listed tool, collisions included."""
+        return [finding for tool in self.tools.values() for finding in tool.findings]
+
+    def is_served(self, contract_id: str) -> bool:
+        """Whether the tool with this id is approved as currently listed (a gateway filters its
+        tool list with this, since the registry keeps what it once registered)."""
+        return any(
+            tool.contract_id == contract_id and key not in self.withheld
+            for key, tool in self.tools.items()
+        )
+
+    async def start(self) -> None:
+        group = await self._stack.enter_async_context(anyio.create_task_group())
+        self._group = group
+        for link in self._links.values():
+            group.start_soon(link.supervise)
+        for link in self._links.values():
+            await link.attempted()
+        self._started = True
+        for link in self._links.values():
+            self._record(link)
+        self.reassess()
+
+    async def refresh(self) -> None:
+        """List every connected upstream again and re-pin (also done on list_changed)."""
+        for link in self._links.values():
+            await link.refresh()
+
+    def reassess(self) -> None:
+        """Judge the last listings against the pin store as it is now: call it after an
+        operator approved (a signal handler, a timer); `refresh` also lists again."""
+        listings = {
+            name: link.listing for name, link in self._links.items() if link.listing is not None
+        }
+        for name, link in self._links.items():
+            if link.error and not link.listing:
+                self.errors[name] = link.error
+            else:
+                self.errors.pop(name, None)
+        reports = assess(listings, self._configs, self.pins, local_ids=self._local_ids)
+        self.tools = {(r.server, r.name): r for r in reports}
+        self.withheld = {}
+        for report in reports:
+            link = self._links[report.server]
+            if report.status is ToolStatus.APPROVED and self._register(report, link):
+                link.serve(report.name, report.hash)
+            else:
+                link.withhold(report.name)
+                self.withheld[(report.server, report.name)] = report.reason or (
+                    "approved, but an earlier definition is registered in this process; "
+                    "restart the gateway to serve the re-approved one"
+                )
+
+    async def aclose(self) -> None:
+        for link in self._links.values():
+            link.close()
+        if self._group is not None:
+            self._group.cancel_scope.cancel()  # a connect in progress need not finish first
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> Federation:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _relisted(self, link: UpstreamLink) -> None:
+        if self._started:  # the first listings are assessed together, for collisions
+            self._record(link)
+            self.reassess()
+
+    def _record(self, link: UpstreamLink) -> None:
+        if link.listing is not None:
+            self.pins.record_seen(link.name, link.listing)
+
+    def _register(self, report: UpstreamTool, link: UpstreamLink) -> bool:
+        """Register an approved tool once per definition; False when the registry already
+        holds another definition under the same id and version."""
+        if self._harness is None or report.contract is None:
+            return True  # a survey serves nothing
+        if self._registered.get(report.contract_id) == report.hash:
+            return True
+        try:
+            self._harness.register(report.contract, executor=UpstreamExecutor(link, report))
+        except RegistryError:
+            return False
+        self._registered[report.contract_id] = report.hash
+        return True
+
+
+async def connect_upstreams(
+    configs: Mapping[str, UpstreamConfig], harness: Harness, *, home: Path
+) -> Federation:
+    """Connect to `configs`, register their approved tools with `harness`, and return the
+    `Federation` (an async context manager that disconnects; close it in this task).
+
+    An upstream that cannot be reached is skipped and named in `Federation.errors`; the
+    others are served.
+    """
+    federation = Federation(configs, harness, home=Path(home))
+    await federation.start()
+    return federation
+
+
+async def survey_upstreams(
+    configs: Mapping[str, UpstreamConfig], *, home: Path
+) -> tuple[list[UpstreamTool], dict[str, str]]:
+    """What every upstream offers and its status, without serving anything (the CLI's view):
+    the tools, and the upstreams that could not be reached."""
+    async with Federation(configs, None, home=Path(home)) as federation:
+        await federation.start()
+        return list(federation.tools.values()), dict(federation.errors)

@@ -1,0 +1,141 @@
+"""Grants: the short-lived, signed authorization an executor demands before it runs.
+
+"No approval needed" is not "allowed" (seed 000 §12): after authorize (and approve, where
+policy asks), the harness mints a `Grant` bound to the principal, the contract id@version,
+the argument digest and a resource scope, and the executor gate runs `GrantAuthority.check`
+on the request it is about to execute. A grant that was altered, expired, or minted for
+another principal, contract, argument set or resource is refused.
+
+Grants are HMAC-SHA256 signed with the authority's key, so only the process (or replicas
+sharing the key) that minted a grant can vouch for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
+
+from toolkeeper.errors import ConfigError
+from toolkeeper.runtime.invocation import new_id
+
+if TYPE_CHECKING:
+    from toolkeeper.runtime.invocation import InvocationRequest
+
+_MIN_KEY_BYTES = 16
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Grant:
+    """A signed permission to run one request's action, valid until `expires_at`."""
+
+    grant_id: str
+    principal_id: str
+    tenant: str
+    contract_ref: str
+    arguments_digest: str
+    resource_scope: tuple[str, ...]
+    """fnmatch patterns every read and write of the request must match."""
+    conditions: tuple[str, ...]
+    """Conditions policy attached (``Condition.describe()`` text), recorded with the grant."""
+    expires_at: float
+    """Seconds since the epoch, on the authority's clock."""
+    approval_id: str | None
+    signature: str
+    """Hex HMAC-SHA256 over every other field."""
+
+
+class GrantAuthority:
+    """Mints and checks grants under one HMAC key.
+
+    `ttl` is how many seconds a grant stays valid; `clock` is injectable for tests and must
+    match across replicas that share `key`.
+    """
+
+    def __init__(
+        self,
+        *,
+        key: bytes | None = None,
+        ttl: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if key is not None and len(key) < _MIN_KEY_BYTES:
+            raise ConfigError(
+                f"grant key is {len(key)} bytes; use at least {_MIN_KEY_BYTES} random bytes "
+                "(e.g. secrets.token_bytes(32))",
+                key="key",
+                value=f"<{len(key)} bytes>",
+            )
+        if not ttl > 0:
+            raise ConfigError(
+                f"grant ttl must be positive seconds, not {ttl!r}", key="ttl", value=ttl
+            )
+        self._key = key if key is not None else secrets.token_bytes(32)
+        self._ttl = ttl
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        # The key is a secret; a repr must never print it.
+        return f"GrantAuthority(ttl={self._ttl}, key=<hidden>)"
+
+    def mint(
+        self,
+        request: InvocationRequest,
+        *,
+        resource_scope: Sequence[str] = (),
+        conditions: Sequence[str] = (),
+        approval_id: str | None = None,
+    ) -> Grant:
+        """Sign a grant for exactly this request. Without `resource_scope`, the scope is the
+        request's own declared read and write sets."""
+        scope = tuple(resource_scope) or (*request.read_set, *request.write_set)
+        unsigned = Grant(
+            grant_id=new_id("grt"),
+            principal_id=request.principal.id,
+            tenant=request.principal.tenant,
+            contract_ref=request.contract_ref,
+            arguments_digest=request.arguments_digest,
+            resource_scope=tuple(dict.fromkeys(scope)),
+            conditions=tuple(conditions),
+            expires_at=self._clock() + self._ttl,
+            approval_id=approval_id,
+            signature="",
+        )
+        return dataclasses.replace(unsigned, signature=self._sign(unsigned))
+
+    def check(self, grant: Grant | None, request: InvocationRequest) -> str | None:
+        """None when `grant` authorizes `request` now; otherwise why it does not."""
+        if grant is None:
+            return "missing grant"
+        signature = grant.signature if isinstance(grant.signature, str) else ""
+        # Bytes, because compare_digest refuses non-ASCII str instead of answering False.
+        if not hmac.compare_digest(signature.encode(), self._sign(grant).encode()):
+            return "grant signature invalid"
+        if self._clock() >= grant.expires_at:
+            return "grant expired"
+        if grant.principal_id != request.principal.id:
+            return f"grant is for principal {grant.principal_id}"
+        if grant.tenant != request.principal.tenant:
+            return f"grant is for tenant {grant.tenant}"
+        if grant.contract_ref != request.contract_ref:
+            return f"grant is for contract {grant.contract_ref}"
+        if grant.arguments_digest != request.arguments_digest:
+            return "grant is for other arguments"
+        for resource in (*request.read_set, *request.write_set):
+            if not any(fnmatchcase(resource, pattern) for pattern in grant.resource_scope):
+                return f"resource outside grant scope: {resource}"
+        return None
+
+    def _sign(self, grant: Grant) -> str:
+        # The repr of a tuple of str, float, None and tuples of str is exact and stable, and
+        # costs a fraction of JSON: signing runs twice on every call's hot path.
+        payload = repr(tuple(getattr(grant, name) for name in _SIGNED)).encode()
+        return hmac.new(self._key, payload, hashlib.sha256).hexdigest()
+
+
+_SIGNED = tuple(f.name for f in dataclasses.fields(Grant) if f.name != "signature")

@@ -1,0 +1,263 @@
+"""Stage 2, validate: are these the arguments the contract accepts, and if not, what to change.
+
+Two paths. The fast path asks a compiled jsonschema_rs validator, cached per contract, one
+question — valid? — and for valid input only copies the arguments and fills in schema
+defaults. The rich path runs only on failure: jsonschema's `iter_errors` (with jsonschema_rs's
+`format`, `pattern` and `multipleOf` semantics, so both paths judge alike) finds every
+violation, and each becomes a `FieldError` with a JSON-pointer path, a code, and a concrete fix.
+
+Invalid arguments are an outcome, not an exception: the result carries a `ToolError` the
+model can act on, plus `Repair`s a program can apply.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import jsonschema_rs
+import referencing.exceptions
+
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.errors import ContractError
+from toolkeeper.runtime.envelope import ErrorCategory, FieldError, ToolError
+from toolkeeper.schema.values import resolve_local
+from toolkeeper.validation.fixes import Explanation, explain
+from toolkeeper.validation.repairs import Repair
+from toolkeeper.validation.text import Unreadable, parse_arguments
+from toolkeeper.validation.violations import RichValidator, Violation, rs_violations, violations
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationResult:
+    """The outcome of validating one set of arguments against one contract."""
+
+    ok: bool
+    arguments: dict[str, Any] | None = None
+    """A copy of the valid arguments with schema defaults filled in; None when invalid."""
+    error: ToolError | None = None
+    """Every violation and its fix (`invalid_argument`); None when valid."""
+    repairs: tuple[Repair, ...] = ()
+    """JSON Patch operations that fix the violations; see `apply_repairs`."""
+
+
+def validate_arguments(contract: ToolContract, raw: Any) -> ValidationResult:
+    """Validate `raw` against `contract.input_schema`; never raises for any JSON input.
+
+    `raw` is JSON text (str or bytes) or an already-parsed value. None, "" and blank text
+    count as `{}`, because models send "" for tools without parameters. Tool arguments are
+    always a JSON object, whatever the schema says. The one exception raised is
+    `ContractError`, when the schema refers to a schema that cannot be resolved offline.
+    """
+    entry = _BY_IDENTITY.get(id(contract))
+    compiled = entry[1] if entry is not None and entry[0]() is contract else _remember(contract)
+    if type(raw) is dict:
+        instance: Any = raw
+    else:
+        instance = parse_arguments(raw)
+        if isinstance(instance, Unreadable):
+            error = FieldError(path="", code="json", message=instance.message, expected="object")
+            return _rejected(contract, [Explanation(error, instance.fix)])
+        if isinstance(instance, Mapping):
+            instance = dict(instance)
+        else:
+            found = [Violation((), "type", "object", instance, _AN_OBJECT, "")]
+            return _rejected(contract, explain(found, instance, compiled.check, compiled.schema))
+    # The fast path, inlined: on valid input it is most of the cost of validation.
+    fast = compiled.fast
+    try:
+        verdict = fast.is_valid(instance) if fast is not None else None
+    except (ValueError, OverflowError, RecursionError):
+        verdict = None  # values jsonschema_rs cannot read (a set, a non-string key)
+    if not verdict:
+        found = compiled.violations(contract, instance, rs_rejected=verdict is False)
+        if found:
+            return _rejected(contract, explain(found, instance, compiled.check, compiled.schema))
+    plan, flat = compiled.defaults, compiled.flat_defaults
+    if plan is not None:
+        return _accepted(_apply_defaults(instance, plan))
+    # Defaults fill absent keys only, after the caller's keys, in one C-level merge.
+    return _accepted({**instance, **flat, **instance} if flat else dict(instance))
+
+
+_AN_OBJECT: Final = {"type": "object"}
+
+_new = object.__new__
+_set_ok = ValidationResult.ok.__set__  # type: ignore[attr-defined]
+_set_arguments = ValidationResult.arguments.__set__  # type: ignore[attr-defined]
+_set_error = ValidationResult.error.__set__  # type: ignore[attr-defined]
+_set_repairs = ValidationResult.repairs.__set__  # type: ignore[attr-defined]
+
+
+def _accepted(arguments: dict[str, Any]) -> ValidationResult:
+    """`ValidationResult(True, arguments)`, built through the slots: a frozen dataclass's
+    `__init__` costs as much as jsonschema_rs validating a small object."""
+    result = _new(ValidationResult)
+    _set_ok(result, True)
+    _set_arguments(result, arguments)
+    _set_error(result, None)
+    _set_repairs(result, ())
+    return result
+
+
+def _rejected(contract: ToolContract, explanations: list[Explanation]) -> ValidationResult:
+    def label(e: Explanation) -> str:
+        return e.field_error.path or "(arguments)"
+
+    count = len(explanations)
+    summary = "; ".join(f"{label(e)}: {e.field_error.message}" for e in explanations[:3])
+    more = f"; and {count - 3} more" if count > 3 else ""
+    error = ToolError(
+        category=ErrorCategory.INVALID_ARGUMENT,
+        retryable=False,
+        message=f"{count} invalid argument{'s' * (count != 1)} for {contract.id}: {summary}{more}",
+        field_errors=tuple(e.field_error for e in explanations),
+        suggested_fix="; ".join(f"{label(e)}: {e.fix}" for e in explanations),
+        effect_committed=False,
+    )
+    repairs = tuple(r for e in explanations for r in e.repairs)
+    return ValidationResult(False, None, error, repairs)
+
+
+# -- compiled contracts -------------------------------------------------------------------
+
+_NO_DEFAULT: Final = object()
+_MAX_SUBVALIDATORS: Final = 512
+
+_DefaultsPlan = tuple[tuple[str, Any, "_DefaultsPlan | None"], ...]
+"""(property, default or _NO_DEFAULT, plan for the property's own object) per property."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    schema: Any
+    fast: jsonschema_rs.Validator | None
+    """None when jsonschema_rs cannot compile the schema; jsonschema then decides alone."""
+    fast_failure: str
+    rich: Any
+    flat_defaults: dict[str, Any]
+    """Top-level immutable defaults, merged in one step when they are the only defaults."""
+    defaults: _DefaultsPlan | None
+    """The full plan, when defaults are nested or mutable; None otherwise."""
+    subvalidators: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    """Validators for subschemas, made on first use by `check`."""
+
+    def violations(
+        self, contract: ToolContract, instance: dict[str, Any], *, rs_rejected: bool
+    ) -> list[Violation]:
+        try:
+            found = violations(self.rich, instance)
+        except RecursionError:
+            # Too deep for jsonschema; if jsonschema_rs could not judge either, refuse.
+            too_deep = Violation((), "not", None, instance, {}, "nested too deeply to check")
+            found = [] if rs_rejected else [too_deep]
+        except referencing.exceptions.Unresolvable as exc:
+            raise ContractError(
+                f"contract {contract.id!r}: input_schema refers to {exc.ref!r}, which cannot "
+                f"be resolved offline ({self.fast_failure or exc}); move the referenced schema "
+                "under $defs and refer to it as '#/$defs/...'",
+                contract_id=contract.id,
+                field="input_schema",
+            ) from exc
+        if not found and rs_rejected and self.fast is not None:
+            # The libraries disagree on this value; jsonschema_rs decided, so it explains.
+            found = rs_violations(self.fast, instance, self.schema)
+        return found
+
+    def check(self, schema: Any, value: Any) -> bool:
+        """Does `value` satisfy `schema`, a subschema of this contract's (refs resolved)?"""
+        cached = self.subvalidators.get(id(schema))
+        if cached is None or cached[0] is not schema:
+            if len(self.subvalidators) >= _MAX_SUBVALIDATORS:
+                self.subvalidators.clear()
+            # Holding `schema` keeps its id from being reused by another object.
+            cached = self.subvalidators[id(schema)] = (schema, self.rich.evolve(schema=schema))
+        try:
+            return bool(cached[1].is_valid(value))
+        except (RecursionError, referencing.exceptions.Unresolvable):
+            return False
+
+
+def _compile(schema: Any) -> _Compiled:
+    try:
+        fast = jsonschema_rs.Draft202012Validator(schema, validate_formats=True, offline=True)
+        failure = ""
+    except (jsonschema_rs.ValidationError, ValueError) as exc:
+        fast, failure = None, str(exc).splitlines()[0]
+    rich = RichValidator(schema)
+    plan = _defaults_plan(schema, schema, frozenset())
+    if plan is None or any(n is not None or isinstance(d, dict | list) for _, d, n in plan):
+        return _Compiled(schema, fast, failure, rich, {}, plan)
+    return _Compiled(schema, fast, failure, rich, {name: d for name, d, _ in plan}, None)
+
+
+_BY_IDENTITY: dict[int, tuple[weakref.ref[ToolContract], _Compiled]] = {}
+_BY_CONTENT: dict[tuple[str, str], _Compiled] = {}
+_MAX_CONTENT_ENTRIES: Final = 1024
+
+
+def _remember(contract: ToolContract) -> _Compiled:
+    """The compiled validators of `contract`, cached by `ref` and content digest.
+
+    Computing the digest costs more than validating a small object, so `validate_arguments`
+    first looks the contract up by identity (`_BY_IDENTITY`, guarded by a weak reference and
+    dropped when the contract is collected); this fills that cache.
+    """
+    key = (contract.ref, contract.content_digest())
+    compiled = _BY_CONTENT.get(key)
+    if compiled is None:
+        if len(_BY_CONTENT) >= _MAX_CONTENT_ENTRIES:
+            _BY_CONTENT.pop(next(iter(_BY_CONTENT)), None)
+        compiled = _BY_CONTENT[key] = _compile(contract.input_schema)
+    _BY_IDENTITY[id(contract)] = (weakref.ref(contract, _forget(id(contract))), compiled)
+    return compiled
+
+
+def _forget(key: int) -> Callable[[weakref.ref[ToolContract]], None]:
+    def drop(_: weakref.ref[ToolContract]) -> None:
+        _BY_IDENTITY.pop(key, None)
+
+    return drop
+
+
+# -- defaults -----------------------------------------------------------------------------
+
+
+def _defaults_plan(schema: Any, root: Any, followed: frozenset[str]) -> _DefaultsPlan | None:
+    """Where `schema` puts defaults: its properties and, recursively, their properties.
+
+    Local `$ref`s and `allOf` branches are followed; a reference already being followed is
+    not, so recursive schemas get defaults down to their first repetition.
+    """
+    if not isinstance(schema, dict):
+        return None
+    steps: list[tuple[str, Any, _DefaultsPlan | None]] = []
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#") and ref not in followed:
+        target = resolve_local(root, ref)
+        steps.extend(_defaults_plan(target, root, followed | {ref}) or ())
+    for branch in schema.get("allOf", ()) if isinstance(schema.get("allOf"), list) else ():
+        steps.extend(_defaults_plan(branch, root, followed) or ())
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        for name, sub in properties.items():
+            default = sub.get("default", _NO_DEFAULT) if isinstance(sub, dict) else _NO_DEFAULT
+            nested = _defaults_plan(sub, root, followed)
+            if default is not _NO_DEFAULT or nested is not None:
+                steps.append((name, default, nested))
+    return tuple(steps) or None
+
+
+def _apply_defaults(arguments: dict[str, Any], plan: _DefaultsPlan) -> dict[str, Any]:
+    result = dict(arguments)
+    for name, default, nested in plan:
+        if name in result:
+            if nested is not None and type(result[name]) is dict:
+                result[name] = _apply_defaults(result[name], nested)
+        elif default is not _NO_DEFAULT:
+            # A mutable default must not be shared between calls.
+            result[name] = copy.deepcopy(default) if isinstance(default, dict | list) else default
+    return result
