@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from toolkeeper.runtime.grants import Grant
 from toolkeeper.runtime.invocation import Principal
 
 
@@ -27,6 +28,8 @@ class ToolContext:
     idempotency_key: str | None = None
     attempt: int = 1
     secrets: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    grant: Grant | None = None
+    """The signed grant this call runs under; executors that act out of process check it."""
 
     def __repr__(self) -> str:
         # Secret values must never reach a log line through a repr.
