@@ -29,13 +29,13 @@ from mcp_types import (
     ToolListChangedNotification,
 )
 
-from toolkeeper.runtime.pipeline import STAGE_NAMES
 from toolkeeper import tool
 from toolkeeper.cli import main
 from toolkeeper.gateway.app import open_gateway, serve_http
 from toolkeeper.gateway.config.settings import load_config
 from toolkeeper.ledger import InvocationRecord
 from toolkeeper.ledger.sqlite import SQLiteLedger
+from toolkeeper.runtime.pipeline import STAGE_NAMES
 
 pytestmark = pytest.mark.anyio
 

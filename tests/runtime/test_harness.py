@@ -21,8 +21,8 @@ from toolkeeper import (
 from toolkeeper.errors import RegistryError, ToolkeeperError
 from toolkeeper.executors import ToolFailure
 from toolkeeper.policy import CedarPolicyEngine
-from toolkeeper.runtime.pipeline import STAGE_NAMES
 from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.pipeline import STAGE_NAMES
 from toolkeeper.secrets.providers import CallableSecretProvider, SecretBroker
 
 STAGES = list(STAGE_NAMES)
