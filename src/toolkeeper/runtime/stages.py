@@ -13,6 +13,7 @@ timeout that covers the whole awaited call.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -164,8 +165,8 @@ async def resolve(services: Services, call: Call) -> Call | Stop:
     contract = entry.contract
     digest = contract.digest()
     call.trail.add("resolve", "resolved", contract=contract.ref, digest=digest)
-    record = replace(call.record, contract_ref=contract.ref, implementation_digest=digest)
-    return replace(call, entry=entry, record=record)
+    call.entry = entry
+    return call
 
 
 # -- 2. validate -----------------------------------------------------------------------
@@ -182,7 +183,8 @@ async def validate(services: Services, call: Call) -> Call | Stop:
         call.trail.add("validate", "invalid", errors=len(error.field_errors))
         return Stop(Status.REJECTED, error)
     call.trail.add("validate", "valid")
-    return replace(call, arguments=result.arguments)
+    call.arguments = result.arguments
+    return call
 
 
 # -- 3. normalize ----------------------------------------------------------------------
@@ -248,23 +250,17 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
         approval_id=approval.approval_id if approval is not None else None,
         risk=_RISK[contract.effective_side_effect.value],
     )
-    record = replace(
-        call.record,
-        contract_ref=contract.ref,
-        implementation_digest=request.implementation_digest,
-        arguments=services.redactor.redact(
-            redact_classified(arguments, contract, contract.data_classification.inputs)
-        ),
-        arguments_digest=digest,
+    call.request = request
+    call.recorded_arguments = services.redactor.redact(
+        redact_classified(arguments, contract, contract.data_classification.inputs)
     )
-    call = replace(call, request=request, record=record)
     if call.entry.resource_version is not None:
         versions = await _read_versions(services, call)
         if isinstance(versions, Stop):
             return versions
-        request = replace(request, resource_versions=versions)
+        call.request = replace(request, resource_versions=versions)
     call.trail.add("normalize", "normalized", arguments_digest=digest)
-    return replace(call, request=request)
+    return call
 
 
 async def _read_versions(services: Services, call: Call) -> dict[str, str] | Stop:
@@ -307,7 +303,8 @@ async def authorize(services: Services, call: Call) -> Call | Stop:
     )
     decision = decide_safely(services.policy, policy_request)
     call.trail.add("authorize", decision.decision.value, policies=list(decision.policy_ids))
-    return replace(call, decision=decision)
+    call.decision = decision
+    return call
 
 
 # -- 5. approve ------------------------------------------------------------------------
@@ -367,7 +364,9 @@ async def approve(services: Services, call: Call) -> Call | Stop:
             approval_id=approval.approval_id,
             grant_id=grant.grant_id,
         )
-    return replace(call, grant=grant, request=replace(request, grant_id=grant.grant_id))
+    call.grant = grant
+    call.request = replace(request, grant_id=grant.grant_id)
+    return call
 
 
 def _stale_reason(services: Services, call: Call) -> str | None:
@@ -417,7 +416,7 @@ def approval_account(call: Call) -> str:
         f"{request.principal.id} (tenant {request.principal.tenant}) asks to run "
         f"{contract.ref} [{effect}, idempotency {contract.effective_idempotency.value}, "
         f"open world: {str(contract.open_world).lower()}] on {target} with arguments "
-        f"{call.record.arguments}. Approval is required by "
+        f"{call.recorded_arguments}. Approval is required by "
         f"{', '.join(decision.policy_ids) or 'policy'}."
     )
 
@@ -467,7 +466,8 @@ async def bind_credentials(services: Services, call: Call) -> Call | Stop:
     contract = call.entry.contract
     if not contract.credentials:
         call.trail.add("bind_credentials", "bound", names=[])
-        return replace(call, secrets=_NO_SECRETS)
+        call.secrets = _NO_SECRETS
+        return call
     try:
         resolved = await call_hook(
             services.secrets.resolve, contract.credentials, timeout=services.hook_timeout
@@ -484,7 +484,8 @@ async def bind_credentials(services: Services, call: Call) -> Call | Stop:
         )
         return Stop(Status.FAILED, error)
     call.trail.add("bind_credentials", "bound", names=list(contract.credentials))
-    return replace(call, secrets=resolved)
+    call.secrets = resolved
+    return call
 
 
 # -- 7. dispatch -----------------------------------------------------------------------
@@ -507,13 +508,12 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
     if not contract.is_read_only:
         # A row holds the idempotency key only from its intent on: a pending or rejected
         # call must never occupy (or, in SQLite, REPLACE away) the key's holder.
-        claimed = replace(call.record, idempotency_key=request.idempotency_key)
-        intent = replace(claimed, state=RecordState.INTENT, owner=OWNER, updated_at=time.time())
         call.trail.add("dispatch", "intent", idempotency_key=request.idempotency_key)
+        intent = row(call, RecordState.INTENT, idempotency_key=request.idempotency_key, owner=OWNER)
         holder = await offload(services.ledger.record_intent, intent, call.trail.drain())
         if holder is not None:
             return _replay(call, holder)
-        call = replace(call, record=claimed)
+        call.holds_key = True
     number = 0
     while True:
         number += 1
@@ -531,7 +531,8 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
             error=outcome.error.category.value if outcome.error else None,
         )
         if not may_retry(contract, outcome, number):
-            return replace(call, outcome=outcome, attempts=number)
+            call.outcome, call.attempts = outcome, number
+            return call
         await anyio.sleep(contract.retry.delay(number))
 
 
@@ -547,7 +548,7 @@ async def attempt(entry: ToolEntry, arguments: dict[str, Any], context: ToolCont
         return (time.perf_counter() - started) * 1000
 
     try:
-        with anyio.fail_after(contract.timeout):
+        with anyio.fail_after(contract.timeout) if contract.timeout else _UNBOUNDED:
             output = await entry.executor.execute(arguments, context)
             while inspect.isawaitable(output):  # an async __call__ run as a plain function
                 output = await output
@@ -578,6 +579,10 @@ async def attempt(entry: ToolEntry, arguments: dict[str, Any], context: ToolCont
         )
         return Outcome("error", error=error, effect_committed=unknown, latency_ms=elapsed())
     return Outcome("returned", output=output, effect_committed=writes, latency_ms=elapsed())
+
+
+_UNBOUNDED = contextlib.nullcontext()
+"""No timeout: a cancel scope costs more than the rest of a trivial read's dispatch."""
 
 
 def may_retry(contract: ToolContract, outcome: Outcome, attempt_number: int) -> bool:
@@ -657,7 +662,8 @@ async def check(services: Services, call: Call) -> Call | Stop:
         verified = await _verify(services, call)
     checked = judge(entry.contract, call.request.call_id, outcome, verified)
     call.trail.add("check", checked.status.value, effect_state=checked.effect_state.value)
-    return replace(call, checked=checked)
+    call.checked = checked
+    return call
 
 
 async def _verify(services: Services, call: Call) -> bool | None:
@@ -808,7 +814,8 @@ async def project(services: Services, call: Call) -> Call | Stop:
             call.record, request, call.attempts, call.started, checked.effect_state
         ),
     )
-    return replace(call, envelope=envelope)
+    call.envelope = envelope
+    return call
 
 
 # -- 10. record ------------------------------------------------------------------------
@@ -853,14 +860,30 @@ def _write(
 ) -> None:
     meta = envelope.execution_meta
     pending = envelope.status is Status.PENDING_APPROVAL
-    row = replace(
-        call.record,
-        state=RecordState.PENDING_APPROVAL if pending else RecordState.COMPLETED,
+    final = row(
+        call,
+        RecordState.PENDING_APPROVAL if pending else RecordState.COMPLETED,
         status=envelope.status.value,
         effect_state=meta.effect_state.value if meta else EffectState.NONE.value,
         attempts=attempts,
         approval_id=meta.approval_id if meta and meta.approval_id else call.record.approval_id,
         envelope=envelope.model_dump(mode="json"),
-        updated_at=time.time(),
     )
-    services.ledger.complete(row, call.trail.drain(), defer=defer)
+    services.ledger.complete(final, call.trail.drain(), defer=defer)
+
+
+def row(call: Call, state: RecordState, **fields: Any) -> InvocationRecord:
+    """The ledger row of the call as far as it got. Built here, once per write, from what
+    the stages found; the row holds the idempotency key only from its intent on, so a
+    pending or rejected call never occupies (or, in SQLite, REPLACEs away) the key's holder."""
+    base = call.record
+    entry, request = call.entry, call.request
+    if entry is not None:
+        fields.setdefault("contract_ref", entry.contract.ref)
+        fields.setdefault("implementation_digest", entry.contract.digest())
+    if request is not None:
+        fields.setdefault("arguments", call.recorded_arguments)
+        fields.setdefault("arguments_digest", request.arguments_digest)
+        if call.holds_key:
+            fields.setdefault("idempotency_key", request.idempotency_key)
+    return replace(base, state=state, updated_at=time.time(), **fields)
