@@ -38,6 +38,7 @@ from toolkeeper.runtime.assess import assess_invocation as assess
 from toolkeeper.runtime.call import Call, Checked, Outcome, Services, Stop
 from toolkeeper.runtime.context import ToolContext
 from toolkeeper.runtime.envelope import (
+    ArtifactRef,
     EffectState,
     ErrorCategory,
     ExecutionMeta,
@@ -787,7 +788,9 @@ async def project(services: Services, call: Call) -> Call | Stop:
     error = checked.error
     if error is not None:
         error = ToolError.model_validate(services.redactor.redact(error.model_dump()))
-    summary, content, refs = (error.message if error else ""), None, ()
+    summary = error.message if error else ""
+    content: dict[str, Any] | None = None
+    refs: tuple[ArtifactRef, ...] = ()
     if checked.output is not None:
         output = services.redactor.redact(
             redact_classified(checked.output, contract, contract.data_classification.outputs)
