@@ -1,6 +1,6 @@
 """What governance costs per call, against an ungoverned MCP round trip, in one run.
 
-(a) a trivial read-only tool called directly;
+(a) a trivial read-only async tool called directly;
 (b) the same tool through `Harness.invoke` — all ten stages, Cedar policy, SQLite ledger;
     the same arguments each time, as (c) gets; b' gives every call new arguments, so the
     policy engine's decision cache never answers;
@@ -30,23 +30,38 @@ from toolkeeper.policy import CedarPolicyEngine
 from toolkeeper.runtime.harness import Harness
 
 
-def get_time_of_day(city: str) -> dict[str, Any]:
+async def get_time_of_day(city: str) -> dict[str, Any]:
     """Read the time of day in a city."""
     return {"city": city, "hour": 12}
 
 
-async def measure(label: str, fn: Callable[[int], Awaitable[Any]], calls: int) -> float:
-    for i in range(min(200, calls)):  # warm caches, compiled validators, Cedar
-        await fn(i)
-    rounds = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for i in range(calls // 5):
+def get_time_of_day_sync(city: str) -> dict[str, Any]:
+    """Read the time of day in a city (a sync tool: the harness runs it on a worker thread,
+    where the MCP SDK's server would block its event loop with it)."""
+    return {"city": city, "hour": 12}
+
+
+async def interleaved(
+    cases: dict[str, Callable[[int], Awaitable[Any]]], calls: int, rounds: int = 9
+) -> dict[str, float]:
+    """Median µs/call of each case, the cases taking turns round by round so that a noisy
+    neighbour slows them alike."""
+    for fn in cases.values():  # warm caches, compiled validators, Cedar
+        for i in range(min(200, calls)):
             await fn(i)
-        rounds.append((time.perf_counter() - start) / (calls // 5) * 1e6)
-    best = min(rounds)
-    print(f"{label:<58} {best:9.1f} µs/call  (median {statistics.median(rounds):.1f})")
-    return best
+    per = max(1, calls // rounds)
+    samples: dict[str, list[float]] = {label: [] for label in cases}
+    for r in range(rounds):
+        for label, fn in cases.items():
+            start = time.perf_counter()
+            for i in range(r * per, (r + 1) * per):
+                await fn(i)
+            samples[label].append((time.perf_counter() - start) / per * 1e6)
+    result = {}
+    for label, values in samples.items():
+        result[label] = statistics.median(values)
+        print(f"{label:<58} {result[label]:9.1f} µs/call  (best {min(values):.1f})")
+    return result
 
 
 async def main(calls: int) -> None:
@@ -62,6 +77,7 @@ async def main(calls: int) -> None:
         ),
     )
     harness.register(tool(side_effect="none")(get_time_of_day))
+    harness.register(tool(side_effect="none")(get_time_of_day_sync))
     counter = {"n": 0}
 
     @tool(version="1.0.0", side_effect="committing", idempotency="keyed", timeout=5)
@@ -74,7 +90,7 @@ async def main(calls: int) -> None:
     principal = Principal("bench")
 
     async def direct(i: int) -> Any:
-        return get_time_of_day(city="Paris")
+        return await get_time_of_day(city="Paris")
 
     async def governed(i: int) -> Any:
         envelope = await harness.invoke(
@@ -90,6 +106,13 @@ async def main(calls: int) -> None:
         assert envelope.status.value == "succeeded", envelope
         return envelope
 
+    async def governed_sync(i: int) -> Any:
+        envelope = await harness.invoke(
+            Proposal(f"s{i}", "get_time_of_day_sync", {"city": "Paris"}), principal=principal
+        )
+        assert envelope.status.value == "succeeded", envelope
+        return envelope
+
     async def governed_write(i: int) -> Any:
         envelope = await harness.invoke(
             Proposal(f"w{i}", "set_counter", {"value": i}), principal=principal, session=str(i)
@@ -100,23 +123,26 @@ async def main(calls: int) -> None:
     server = MCPServer("bench")
     server.tool()(get_time_of_day)
 
-    print(f"{calls} calls per case, best of 5 rounds\n")
-    a = await measure("(a) direct function call", direct, calls)
-    b = await measure("(b) harness.invoke, read-only, SQLite ledger", governed, calls)
-    b2 = await measure("(b') the same, new arguments every call", governed_distinct, calls)
+    print(f"{calls} calls per case, 9 interleaved rounds, medians\n")
     async with Client(server) as client:
 
         async def mcp_call(i: int) -> Any:
             return await client.call_tool("get_time_of_day", {"city": "Paris"})
 
-        c = await measure(
-            "(c) mcp SDK in-memory Client → MCPServer, no governance", mcp_call, calls
+        cost = await interleaved(
+            {
+                "(a) direct function call": direct,
+                "(b) harness.invoke, read-only, SQLite ledger": governed,
+                "(b') the same, new arguments every call": governed_distinct,
+                "(c) mcp SDK in-memory Client → MCPServer, no governance": mcp_call,
+                "(s) harness.invoke, the tool sync (worker thread)": governed_sync,
+                "(w) harness.invoke, committing keyed, durable intent": governed_write,
+            },
+            calls,
         )
-    w = await measure(
-        "    harness.invoke, committing keyed, durable intent", governed_write, calls // 2
-    )
-    print(f"\nb/a = {b / a:,.0f}×   b/c = {b / c:.2f}  b'/c = {b2 / c:.2f}  (goal: b/c < 1)")
-    print(f"governed write / governed read = {w / b:.1f}×")
+    a, b, b2, c, s, w = cost.values()
+    print(f"\nb/a = {b / a:,.0f}×   b/c = {b / c:.2f}  b'/c = {b2 / c:.2f}  (goal: b/c ≤ 0.8)")
+    print(f"sync tool / async tool = {s / b:.2f}×   governed write / governed read = {w / b:.1f}×")
     harness.close()
 
 

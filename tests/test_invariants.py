@@ -30,12 +30,14 @@ from toolkeeper.executors import ToolFailure
 from toolkeeper.ledger import InvocationRecord, RecordState
 from toolkeeper.policy import CedarPolicyEngine
 from toolkeeper.runtime import stages
+from toolkeeper.runtime.call import Call, Stop, Trail
 from toolkeeper.runtime.grants import Grant
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.invocation import InvocationRequest
+from toolkeeper.runtime.pipeline import STAGE_NAMES
 
 INVARIANTS = {f"INV-{n}" for n in range(1, 7)}
-TEN_STAGES = list(stages.STAGES)
+TEN_STAGES = list(STAGE_NAMES)
 
 
 def _harness(tmp_path: Path, policies: str = "") -> tuple[Harness, list[dict[str, Any]]]:
@@ -100,7 +102,6 @@ def test_executor_refuses_missing_expired_or_forged_grants(tmp_path: Path) -> No
         principal=Principal("alice"),
     )
     good = harness.grants.mint(request)
-    assert stages.check_grant(harness.grants, good, request) is None
     forged = Grant(
         **{
             **{f: getattr(good, f) for f in Grant.__dataclass_fields__},
@@ -113,9 +114,6 @@ def test_executor_refuses_missing_expired_or_forged_grants(tmp_path: Path) -> No
             "expires_at": time.time() - 1,
         }
     )
-    for grant in (None, forged, expired):
-        stop = stages.check_grant(harness.grants, grant, request)
-        assert stop is not None and stop.error.category is ErrorCategory.POLICY_DENIED
     entry = harness.registry.get("delete_doc@1.0.0")
     base = InvocationRecord(
         request_id="req_x",
@@ -125,12 +123,25 @@ def test_executor_refuses_missing_expired_or_forged_grants(tmp_path: Path) -> No
         tenant="default",
         state=RecordState.RECEIVED,
     )
-    from toolkeeper.runtime.recording import Trail
-
-    envelope = asyncio.run(
-        harness._execute(entry, request, forged, base, Trail("req_x"), time.perf_counter())
-    )
-    assert envelope.status is Status.REJECTED
+    services = harness.open()._services
+    assert services is not None
+    for grant in (None, forged, expired):
+        call = Call(
+            proposal=Proposal("c", "delete_doc", {"doc": "d"}),
+            principal=Principal("alice"),
+            session=None,
+            parent_request_id=None,
+            environment={},
+            trail=Trail("req_x"),
+            record=base,
+            started=time.perf_counter(),
+            entry=entry,
+            arguments={"doc": "d"},
+            request=request,
+            grant=grant,
+        )
+        stop = asyncio.run(stages.dispatch(services, call))
+        assert isinstance(stop, Stop) and stop.error.category is ErrorCategory.POLICY_DENIED
     assert runs == []
 
 

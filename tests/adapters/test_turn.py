@@ -15,10 +15,10 @@ from openai.types.chat import ChatCompletionToolMessageParam
 from toolkeeper import Principal, Proposal, Status, ToolContract, tool
 from toolkeeper.adapters import batches, parse, render, run_tool_calls, run_turn
 from toolkeeper.policy import CedarPolicyEngine
-from toolkeeper.runtime import stages
 from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.pipeline import STAGE_NAMES
 
-STAGES = list(stages.STAGES)
+STAGES = list(STAGE_NAMES)
 
 pytestmark = pytest.mark.anyio
 

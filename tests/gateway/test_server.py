@@ -29,13 +29,13 @@ from mcp_types import (
     ToolListChangedNotification,
 )
 
-import toolkeeper.runtime.stages as stages
 from toolkeeper import tool
 from toolkeeper.cli import main
 from toolkeeper.gateway.app import open_gateway, serve_http
 from toolkeeper.gateway.config.settings import load_config
 from toolkeeper.ledger import InvocationRecord
 from toolkeeper.ledger.sqlite import SQLiteLedger
+from toolkeeper.runtime.pipeline import STAGE_NAMES
 
 pytestmark = pytest.mark.anyio
 
@@ -236,7 +236,7 @@ async def test_protocol_errors_stay_protocol_errors(http_gateway: Gateway, mode:
     assert response.json()["error"]["code"] == PARSE_ERROR
 
 
-TEN_STAGES = list(stages.STAGES)
+TEN_STAGES = list(STAGE_NAMES)
 
 
 @pytest.mark.invariant("INV-6")

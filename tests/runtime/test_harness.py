@@ -21,11 +21,11 @@ from toolkeeper import (
 from toolkeeper.errors import RegistryError, ToolkeeperError
 from toolkeeper.executors import ToolFailure
 from toolkeeper.policy import CedarPolicyEngine
-from toolkeeper.runtime import stages
 from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.pipeline import STAGE_NAMES
 from toolkeeper.secrets.providers import CallableSecretProvider, SecretBroker
 
-STAGES = list(stages.STAGES)
+STAGES = list(STAGE_NAMES)
 
 # Operator permits cannot waive the default approval of committing calls (the most
 # cautious permit wins), so tests of unattended writes run without the default set.

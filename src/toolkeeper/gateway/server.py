@@ -199,7 +199,7 @@ class GatewayServer:
         if owner != (principal.id, principal.tenant):
             return unknown
         try:
-            return await self.harness.resume(approval_id)
+            return await self.harness.resume(approval_id, principal=principal)
         except ApprovalError:
             return unknown
 

@@ -94,5 +94,7 @@ class ApprovalRecord:
     decision_reason: str | None = None
     decided_at: float | None = None
     snapshot: bytes | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    """The environment policy saw when the call was proposed; a resume authorizes with it."""
     """Opaque resumable state (a Code Mode program suspended at this call)."""
     created_at: float = field(default_factory=time.time)

@@ -241,6 +241,8 @@ def decide_safely(engine: PolicyEngine, request: PolicyRequest) -> PolicyDecisio
     problem = _malformed(answer)
     if problem:
         return engine_error(f"policy engine {name} returned {problem}")
+    if type(answer.decision) is Decision:
+        return answer
     # A plain-string decision equal to a member is accepted, but leaves here as the enum.
     return dataclasses.replace(answer, decision=Decision(answer.decision))
 

@@ -30,6 +30,7 @@ class Approvals:
         policy_ids: tuple[str, ...],
         arguments: dict[str, Any],
         snapshot: bytes | None = None,
+        environment: dict[str, Any] | None = None,
     ) -> ApprovalRecord:
         principal = asdict(request.principal)
         principal["capabilities"] = sorted(principal["capabilities"])
@@ -49,6 +50,7 @@ class Approvals:
             account=account,
             policy_ids=tuple(policy_ids),
             snapshot=snapshot,
+            environment=dict(environment or {}),
         )
         self._ledger.save_approval(approval)
         return approval

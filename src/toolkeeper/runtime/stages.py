@@ -1,98 +1,191 @@
 """The ten stages of the pipeline, one function each (DESIGN.md, "The pipeline").
 
-Each stage takes typed values and returns a value for the next stage, or a `Stop` that ends
-the call with an envelope. The order lives in one place, `Harness._run` in harness.py; these
-functions never call each other, so no caller can reorder or skip them.
+Each stage is ``async def stage(services, call) -> Call | Stop``: it adds its result to the
+`Call` and its events to the call's trail, or ends the call with a `Stop`. The order lives in
+one place, `toolkeeper.runtime.pipeline`; stages never call each other, so no caller can
+reorder or skip them. The seed-001 judgement `assess_invocation` is the rule table the
+approve and check stages both consult: one judge.
+
+User hooks (verifiers, resource-version readers, secret providers) and blocking ledger and
+artifact writes run off the event loop through `call_hook` and `offload`, each bounded by a
+timeout that covers the whole awaited call.
 """
 
 from __future__ import annotations
 
-import asyncio
-import difflib
+import contextlib
+import functools
 import hashlib
 import inspect
 import string
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 import jsonschema
 import jsonschema_rs
 
-from toolkeeper.artifacts.store import ArtifactStore, project_result
+from toolkeeper.artifacts.store import project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
-from toolkeeper.executors import Executor, ToolFailure
-from toolkeeper.policy import Decision, PolicyDecision, PolicyEngine, PolicyRequest, decide_safely
+from toolkeeper.executors import ToolFailure
+from toolkeeper.ledger import ApprovalStatus, InvocationRecord, RecordState
+from toolkeeper.policy import Decision, PolicyRequest, decide_safely
 from toolkeeper.runtime.assess import AssessedRequest, Environment, ObservedResult, Verdict
 from toolkeeper.runtime.assess import assess_invocation as assess
+from toolkeeper.runtime.call import Call, Checked, Outcome, Services, Stop
 from toolkeeper.runtime.context import ToolContext
-from toolkeeper.runtime.envelope import EffectState, ErrorCategory, FieldError, Status, ToolError
-from toolkeeper.runtime.grants import Grant, GrantAuthority
-from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal, arguments_digest
-from toolkeeper.runtime.registry import ToolEntry
-from toolkeeper.secrets.providers import ResolvedSecrets, SecretBroker
-from toolkeeper.secrets.redaction import Redactor
-from toolkeeper.validation.arguments import validate_arguments
-
-STAGES = (
-    "resolve",
-    "validate",
-    "normalize",
-    "authorize",
-    "approve",
-    "bind_credentials",
-    "dispatch",
-    "check",
-    "project",
-    "record",
+from toolkeeper.runtime.envelope import (
+    ArtifactRef,
+    EffectState,
+    ErrorCategory,
+    ExecutionMeta,
+    FieldError,
+    ResultEnvelope,
+    Status,
+    ToolError,
 )
-"""The ten stages in order, as each names itself in the ledger."""
+from toolkeeper.runtime.invocation import (
+    InvocationRequest,
+    Principal,
+    arguments_digest,
+    canonical_json,
+)
+from toolkeeper.runtime.recording import OWNER, execution_meta, provenance
+from toolkeeper.runtime.registry import ToolEntry
+from toolkeeper.secrets.providers import ResolvedSecrets
+from toolkeeper.validation.arguments import validate_arguments
+from toolkeeper.validation.repairs import pointer_parts
+
+T = TypeVar("T")
+
+REDACTED = "[REDACTED]"
 
 
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """The call ends here with this status and error; later stages do not run."""
-
-    status: Status
-    error: ToolError
-    effect_state: EffectState = EffectState.NONE
-
-
-def _reject(category: ErrorCategory, message: str, fix: str | None = None) -> Stop:
+def reject(category: ErrorCategory, message: str, fix: str | None = None) -> Stop:
+    """A Stop for a call refused before anything ran."""
     error = ToolError(category=category, message=message, suggested_fix=fix, retryable=False)
     return Stop(Status.REJECTED, error)
+
+
+async def offload(fn: Callable[..., T], *args: Any) -> T:
+    """Run blocking work (a ledger transaction, an artifact write) on a worker thread."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args))
+
+
+async def call_hook(fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
+    """Call a user hook, sync or async, off the event loop; `timeout` bounds the whole call,
+    including an awaitable a sync hook returns. Raises TimeoutError when it runs out."""
+    with anyio.fail_after(timeout):
+        if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+        ):
+            result = await fn(*args)
+        else:
+            # abandon_on_cancel: a thread cannot be killed; a timed-out hook runs on alone.
+            result = await anyio.to_thread.run_sync(
+                functools.partial(fn, *args), abandon_on_cancel=True
+            )
+        while inspect.isawaitable(result):
+            result = await result
+    return result
+
+
+def context_of(call: Call, attempt: int = 1) -> ToolContext:
+    """What an executor or hook may know about the call: ids, principal, grant, secrets."""
+    request = call.request
+    assert request is not None
+    return ToolContext(
+        request_id=request.request_id,
+        call_id=request.call_id,
+        contract_ref=request.contract_ref,
+        principal=request.principal,
+        session=request.session,
+        parent_request_id=request.parent_request_id,
+        idempotency_key=request.idempotency_key,
+        attempt=attempt,
+        secrets=call.secrets.values if call.secrets is not None else {},
+        grant=call.grant,
+    )
+
+
+def redact_classified(
+    values: dict[str, Any], contract: ToolContract, whole: Classification
+) -> dict[str, Any]:
+    """`values` with every field the contract classifies `secret` replaced by a marker:
+    all of them when `whole` (the inputs' or outputs' level) is secret."""
+    if whole is Classification.SECRET:
+        return {name: REDACTED for name in values}
+    pointers = [
+        pointer_parts(p)
+        for p, level in contract.data_classification.fields.items()
+        if level is Classification.SECRET
+    ]
+    if not pointers:
+        return values
+    return _redact_at(values, pointers)
+
+
+def _redact_at(value: Any, pointers: list[list[str]]) -> Any:
+    if any(not parts for parts in pointers):
+        return REDACTED
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            below = [parts[1:] for parts in pointers if parts[0] == key]
+            out[key] = _redact_at(item, below) if below else item
+        return out
+    if isinstance(value, list):
+        out_list = []
+        for index, item in enumerate(value):
+            below = [parts[1:] for parts in pointers if parts[0] == str(index)]
+            out_list.append(_redact_at(item, below) if below else item)
+        return out_list
+    return value
 
 
 # -- 1. resolve ------------------------------------------------------------------------
 
 
-def resolve(proposal: Proposal, visible: Mapping[str, ToolEntry]) -> ToolEntry | Stop:
-    """Model-view name → entry. `visible` holds only what this principal may see, so the
-    suggestion for an unknown name can never leak a hidden tool."""
-    entry = visible.get(proposal.tool)
-    if entry is not None:
-        return entry
-    close = difflib.get_close_matches(proposal.tool, list(visible), n=3, cutoff=0.6)
-    fix = f"Did you mean {' or '.join(repr(c) for c in close)}?" if close else None
-    return _reject(
-        ErrorCategory.UNKNOWN_TOOL,
-        f"unknown tool {proposal.tool!r}",
-        fix or "Call one of the tools listed in your tool definitions.",
-    )
+async def resolve(services: Services, call: Call) -> Call | Stop:
+    """Model-view name → entry, among what this principal may see: a suggestion for an
+    unknown name can never leak a hidden tool."""
+    visible = services.visible(call.principal, call.proposal.family)
+    entry = visible.get(call.proposal.tool)
+    if entry is None:
+        call.trail.add("resolve", "unknown_tool", name=call.proposal.tool)
+        close = services.suggest(call.proposal.tool, visible)
+        fix = f"Did you mean {' or '.join(repr(c) for c in close)}?" if close else None
+        return reject(
+            ErrorCategory.UNKNOWN_TOOL,
+            f"unknown tool {call.proposal.tool!r}",
+            fix or "Call one of the tools listed in your tool definitions.",
+        )
+    contract = entry.contract
+    digest = contract.digest()
+    call.trail.add("resolve", "resolved", contract=contract.ref, digest=digest)
+    call.entry = entry
+    return call
 
 
 # -- 2. validate -----------------------------------------------------------------------
 
 
-def validate(contract: ToolContract, raw: Any) -> dict[str, Any] | Stop:
-    result = validate_arguments(contract, raw)
+async def validate(services: Services, call: Call) -> Call | Stop:
+    """Parse and check the arguments; every violation reported with a path and a fix."""
+    assert call.entry is not None
+    result = validate_arguments(call.entry.contract, call.proposal.arguments)
     if result.error is not None or result.arguments is None:
         error = result.error or ToolError(
             category=ErrorCategory.INVALID_ARGUMENT, message="arguments are invalid"
         )
+        call.trail.add("validate", "invalid", errors=len(error.field_errors))
         return Stop(Status.REJECTED, error)
-    return result.arguments
+    call.trail.add("validate", "valid")
+    call.arguments = result.arguments
+    return call
 
 
 # -- 3. normalize ----------------------------------------------------------------------
@@ -116,165 +209,338 @@ def derive_idempotency_key(
     return "idem_" + hashlib.sha256(basis.encode()).hexdigest()[:32]
 
 
-def normalize(
-    contract: ToolContract,
-    arguments: dict[str, Any],
-    proposal: Proposal,
-    *,
-    request_id: str,
-    principal: Principal,
-    session: str | None,
-    parent_request_id: str | None,
-) -> InvocationRequest:
-    digest = arguments_digest(arguments)
-    key = None
-    if contract.effective_idempotency is Idempotency.KEYED:
-        key = proposal.idempotency_key or derive_idempotency_key(
-            principal, contract.ref, digest, session
+_RISK = {"none": "low", "reversible": "medium", "committing": "high"}
+
+
+async def normalize(services: Services, call: Call) -> Call | Stop:
+    """The request every later stage acts on: digest, idempotency key, read and write sets,
+    and the current versions of the resources it would change."""
+    if call.entry is None:  # only a resumed call arrives here without resolving
+        assert call.approval is not None
+        call.trail.add("normalize", "stale", reason="no longer registered")
+        return reject(
+            ErrorCategory.STALE,
+            f"the approved call is stale: {call.approval.contract_ref} is no longer registered",
+            "Read the current state and propose the call again; it needs a new approval.",
         )
-    risk = {"none": "low", "reversible": "medium", "committing": "high"}
-    return InvocationRequest(
-        request_id=request_id,
-        call_id=proposal.call_id,
+    contract = call.entry.contract
+    arguments = call.arguments
+    assert arguments is not None
+    digest = arguments_digest(arguments)
+    approval = call.approval
+    key = None
+    if approval is not None:
+        key = approval.idempotency_key
+    elif contract.effective_idempotency is Idempotency.KEYED:
+        key = call.proposal.idempotency_key or derive_idempotency_key(
+            call.principal, contract.ref, digest, call.session
+        )
+    request = InvocationRequest(
+        request_id=call.request_id,
+        call_id=call.proposal.call_id,
         contract_ref=contract.ref,
         implementation_digest=contract.digest(),
         arguments=arguments,
         arguments_digest=digest,
-        principal=principal,
-        session=session,
-        parent_request_id=parent_request_id,
+        principal=call.principal,
+        session=call.session,
+        parent_request_id=call.parent_request_id,
         idempotency_key=key,
         read_set=_expand(contract.concurrency.read_set, arguments),
         write_set=_expand(contract.concurrency.write_set, arguments),
-        risk=risk[contract.effective_side_effect.value],
+        approval_id=approval.approval_id if approval is not None else None,
+        risk=_RISK[contract.effective_side_effect.value],
     )
+    call.request = request
+    call.recorded_arguments = services.redactor.redact(
+        redact_classified(arguments, contract, contract.data_classification.inputs)
+    )
+    if call.entry.resource_version is not None:
+        versions = await _read_versions(services, call)
+        if isinstance(versions, Stop):
+            return versions
+        call.request = replace(request, resource_versions=versions)
+    call.trail.add("normalize", "normalized", arguments_digest=digest)
+    return call
+
+
+async def _read_versions(services: Services, call: Call) -> dict[str, str] | Stop:
+    entry, request = call.entry, call.request
+    assert entry is not None and entry.resource_version is not None and request is not None
+    timeout = entry.contract.timeout or services.hook_timeout
+    try:
+        versions = await call_hook(
+            entry.resource_version, request.arguments, context_of(call), timeout=timeout
+        )
+        return {str(k): str(v) for k, v in dict(versions or {}).items()}
+    except TimeoutError:
+        reason = f"the resource-version reader did not answer within {timeout} s"
+    except Exception as exc:
+        reason = f"the resource-version reader raised {type(exc).__name__}: {exc}"
+    call.trail.add("normalize", "versions_unreadable", reason=services.redactor.redact_text(reason))
+    error = ToolError(
+        category=ErrorCategory.UNAVAILABLE,
+        retryable=True,
+        message=f"{entry.contract.id} cannot run: {reason}",
+        suggested_fix="Try again later; nothing was changed.",
+        effect_committed=False,
+    )
+    return Stop(Status.FAILED, error)
 
 
 # -- 4. authorize ----------------------------------------------------------------------
 
 
-def authorize(
-    engine: PolicyEngine,
-    contract: ToolContract,
-    request: InvocationRequest,
-    environment: Mapping[str, Any],
-) -> PolicyDecision:
-    resource = request.write_set[0] if request.write_set else None
+async def authorize(services: Services, call: Call) -> Call | Stop:
+    """Ask policy about this principal, action, resource and environment."""
+    assert call.entry is not None and call.request is not None
+    request = call.request
     policy_request = PolicyRequest(
-        principal=request.principal,
-        contract=contract,
+        principal=call.principal,
+        contract=call.entry.contract,
         arguments=request.arguments,
-        environment=environment,
-        resource=resource,
+        environment=call.environment,
+        resource=request.write_set[0] if request.write_set else None,
     )
-    return decide_safely(engine, policy_request)
+    decision = decide_safely(services.policy, policy_request)
+    call.trail.add("authorize", decision.decision.value, policies=list(decision.policy_ids))
+    call.decision = decision
+    return call
 
 
 # -- 5. approve ------------------------------------------------------------------------
 
 
-def approve(
-    contract: ToolContract,
-    request: InvocationRequest,
-    decision: PolicyDecision,
-    approval: str,
-) -> Verdict | Stop:
-    """Turn the policy decision and approval state into a verdict (seed 001's judgement).
-
-    `approval` is none, approved or denied. Conditions are checked here, before any grant
-    exists: an allow-with-conditions whose conditions fail never reaches an executor.
-    """
+async def approve(services: Services, call: Call) -> Call | Stop:
+    """Turn the decision and the approval state into a verdict and, when the call may run,
+    a grant. `require_approval` persists a pending approval; a resumed call is first
+    re-checked against everything its approval was bound to."""
+    entry, request, decision = call.entry, call.request, call.decision
+    assert entry is not None and request is not None and decision is not None
+    contract = entry.contract
+    approval = call.approval
+    state = "none"
+    if approval is not None:
+        if approval.status is ApprovalStatus.DENIED:
+            call.trail.add("approve", "denied", by=approval.decided_by)
+            return reject(
+                ErrorCategory.APPROVAL_DENIED,
+                f"{approval.decided_by or 'an approver'} denied this call"
+                + (f": {approval.decision_reason}" if approval.decision_reason else ""),
+                "Do not retry; ask the user how to proceed.",
+            )
+        stale = _stale_reason(services, call)
+        if stale is not None:
+            call.trail.add("approve", "stale", reason=stale)
+            return reject(
+                ErrorCategory.STALE,
+                f"the approved call is stale: {stale}",
+                "Read the current state and propose the call again; it needs a new approval.",
+            )
+        state = "approved"
     unmet = [c for c in decision.conditions if not c.holds(request.arguments)]
     environment = Environment(
         policy=decision.decision.value,  # type: ignore[arg-type]
         conditions_met=not unmet,
-        approval=approval,  # type: ignore[arg-type]
+        approval=state,  # type: ignore[arg-type]
     )
     verdict = assess(contract, AssessedRequest(request.call_id, contract.id), environment).verdict
-    if verdict is Verdict.ALLOWED or verdict is Verdict.REQUIRES_APPROVAL:
-        return verdict
+    if verdict is Verdict.REQUIRES_APPROVAL:
+        return await _suspend(services, call)
+    if verdict is not Verdict.ALLOWED:
+        call.trail.add("approve", "rejected" if approval is None else "rejected_on_recheck")
+        return _refusal(contract, decision, unmet)
+    grant = services.grants.mint(
+        request,
+        approval_id=request.approval_id,
+        conditions=[c.describe() for c in decision.conditions],
+    )
+    if approval is None:
+        call.trail.add("approve", "not_required", grant_id=grant.grant_id)
+    else:
+        call.trail.add(
+            "approve",
+            "approved",
+            by=approval.decided_by,
+            approval_id=approval.approval_id,
+            grant_id=grant.grant_id,
+        )
+    call.grant = grant
+    call.request = replace(request, grant_id=grant.grant_id)
+    return call
+
+
+def _stale_reason(services: Services, call: Call) -> str | None:
+    entry, request, approval = call.entry, call.request, call.approval
+    assert entry is not None and request is not None and approval is not None
+    if services.visible(call.principal, None).get(entry.contract.ref) is not entry:
+        return f"{approval.contract_ref} is no longer available to {call.principal.id}"
+    if entry.contract.digest() != approval.implementation_digest:
+        return f"{approval.contract_ref} changed since it was approved"
+    if request.arguments_digest != approval.arguments_digest:
+        return "the stored arguments no longer match the approved digest"
+    if entry.resource_version is not None and request.resource_versions != dict(
+        approval.resource_versions
+    ):
+        return (
+            f"the target changed since approval (versions {approval.resource_versions}"
+            f" → {request.resource_versions})"
+        )
+    return None
+
+
+def _refusal(contract: ToolContract, decision: Any, unmet: list[Any]) -> Stop:
     policies = ", ".join(decision.policy_ids) or "default deny"
-    if approval == "denied":
-        return _reject(ErrorCategory.APPROVAL_DENIED, "a human denied this call")
     if unmet and decision.decision is Decision.ALLOW_WITH_CONDITIONS:
         needed = "; ".join(c.describe() for c in unmet)
-        return _reject(
+        return reject(
             ErrorCategory.POLICY_DENIED,
             f"the call is allowed only when {needed} (policy {policies})",
             f"Call again with arguments that satisfy: {needed}.",
         )
     reasons = "; ".join(decision.reasons)
-    return _reject(
+    return reject(
         ErrorCategory.POLICY_DENIED,
         f"policy denied {contract.id} (policy {policies})" + (f": {reasons}" if reasons else ""),
         "Do not retry this call; ask the user for a permitted way to proceed.",
     )
 
 
-def approval_account(
-    contract: ToolContract, request: InvocationRequest, decision: PolicyDecision
-) -> str:
+def approval_account(call: Call) -> str:
     """What an approver reads: the exact action, its target and why approval is needed."""
+    entry, request, decision = call.entry, call.request, call.decision
+    assert entry is not None and request is not None and decision is not None
+    contract = entry.contract
     target = ", ".join(request.write_set) or "(no declared target)"
     effect = contract.effective_side_effect.value
     return (
         f"{request.principal.id} (tenant {request.principal.tenant}) asks to run "
         f"{contract.ref} [{effect}, idempotency {contract.effective_idempotency.value}, "
         f"open world: {str(contract.open_world).lower()}] on {target} with arguments "
-        f"{request.arguments}. Approval is required by "
+        f"{call.recorded_arguments}. Approval is required by "
         f"{', '.join(decision.policy_ids) or 'policy'}."
     )
 
 
+async def _suspend(services: Services, call: Call) -> Stop:
+    """Persist a pending approval, bound to the request and its environment."""
+    entry, request, decision = call.entry, call.request, call.decision
+    assert entry is not None and request is not None and decision is not None
+    approval = await offload(
+        functools.partial(
+            services.approvals.create,
+            request=request,
+            account=services.redactor.redact_text(approval_account(call)),
+            policy_ids=decision.policy_ids,
+            arguments=services.redactor.redact(request.arguments),
+            environment=dict(call.environment),
+        )
+    )
+    call.trail.add("approve", "pending", approval_id=approval.approval_id)
+    error = ToolError(
+        category=ErrorCategory.APPROVAL_REQUIRED,
+        message=f"{entry.contract.id} needs a human approval before it runs",
+        suggested_fix=(
+            f"Wait for approval {approval.approval_id}; do not call the tool again meanwhile."
+        ),
+        effect_committed=False,
+    )
+    pending = replace(request, approval_id=approval.approval_id)
+    envelope = ResultEnvelope(
+        status=Status.PENDING_APPROVAL,
+        error=error,
+        summary=approval.account,
+        provenance=provenance(entry.contract, pending, None),
+        execution_meta=execution_meta(call.record, pending, 0, call.started, EffectState.NONE),
+    )
+    return Stop(Status.PENDING_APPROVAL, error, envelope=envelope)
+
+
 # -- 6. bind credentials ---------------------------------------------------------------
 
+_NO_SECRETS = ResolvedSecrets({}, ())
 
-def bind_credentials(broker: SecretBroker, contract: ToolContract) -> ResolvedSecrets | Stop:
-    resolved = broker.resolve(contract.credentials)
+
+async def bind_credentials(services: Services, call: Call) -> Call | Stop:
+    """Resolve the contract's credentials by reference into the executor's context only."""
+    assert call.entry is not None
+    contract = call.entry.contract
+    if not contract.credentials:
+        call.trail.add("bind_credentials", "bound", names=[])
+        call.secrets = _NO_SECRETS
+        return call
+    try:
+        resolved = await call_hook(
+            services.secrets.resolve, contract.credentials, timeout=services.hook_timeout
+        )
+    except TimeoutError:
+        resolved = ResolvedSecrets({}, tuple(contract.credentials))
     if resolved.missing:
         names = ", ".join(resolved.missing)
+        call.trail.add("bind_credentials", "missing", names=list(resolved.missing))
         error = ToolError(
             category=ErrorCategory.UNAVAILABLE,
             message=f"{contract.id} cannot run: credential(s) {names} are not configured",
             suggested_fix="Tell the operator; retrying will not help until it is configured.",
         )
         return Stop(Status.FAILED, error)
-    return resolved
+    call.trail.add("bind_credentials", "bound", names=list(contract.credentials))
+    call.secrets = resolved
+    return call
 
 
 # -- 7. dispatch -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What one attempt produced."""
+async def dispatch(services: Services, call: Call) -> Call | Stop:
+    """The executor's gate (no valid grant, no run), the intent written durably before any
+    effect, then the executor under its timeout, retried only where that is safe."""
+    entry, request = call.entry, call.request
+    assert entry is not None and request is not None
+    contract = entry.contract
+    refusal = services.grants.check(call.grant, request)
+    if refusal is not None:
+        call.trail.add("dispatch", "grant_refused", reason=refusal)
+        return reject(
+            ErrorCategory.POLICY_DENIED,
+            f"the executor refused to run: {refusal}",
+            "Do not retry; this call is not authorized as proposed.",
+        )
+    if not contract.is_read_only:
+        # A row holds the idempotency key only from its intent on: a pending or rejected
+        # call must never occupy (or, in SQLite, REPLACE away) the key's holder.
+        call.trail.add("dispatch", "intent", idempotency_key=request.idempotency_key)
+        intent = row(call, RecordState.INTENT, idempotency_key=request.idempotency_key, owner=OWNER)
+        holder = await offload(services.ledger.record_intent, intent, call.trail.drain())
+        if holder is not None:
+            return _replay(call, holder)
+        call.holds_key = True
+    number = 0
+    while True:
+        number += 1
+        try:
+            outcome = await attempt(entry, request.arguments, context_of(call, number))
+        except anyio.get_cancelled_exc_class():
+            # Cancelled mid-effect: write what is known before unwinding.
+            _record_cancelled(services, call, number)
+            raise
+        call.trail.add(
+            "dispatch",
+            f"attempt_{outcome.kind}",
+            attempt=number,
+            latency_ms=round(outcome.latency_ms, 3),
+            error=outcome.error.category.value if outcome.error else None,
+        )
+        if not may_retry(contract, outcome, number):
+            call.outcome, call.attempts = outcome, number
+            return call
+        await anyio.sleep(contract.retry.delay(number))
 
-    kind: str
-    """returned, error, timed_out or cancelled."""
-    output: Any = None
-    error: ToolError | None = None
-    effect_committed: bool | None = None
-    latency_ms: float = 0.0
 
-
-def check_grant(
-    authority: GrantAuthority, grant: Grant | None, request: InvocationRequest
-) -> Stop | None:
-    """The executor's gate: no valid grant, no run."""
-    refusal = authority.check(grant, request)
-    if refusal is None:
-        return None
-    return _reject(
-        ErrorCategory.POLICY_DENIED,
-        f"the executor refused to run: {refusal}",
-        "Do not retry; this call is not authorized as proposed.",
-    )
-
-
-async def attempt(
-    executor: Executor, contract: ToolContract, arguments: dict[str, Any], context: ToolContext
-) -> Outcome:
-    """One run of the executor under the contract's timeout."""
+async def attempt(entry: ToolEntry, arguments: dict[str, Any], context: ToolContext) -> Outcome:
+    """One run of the executor; the contract's timeout covers the whole awaited call."""
+    contract = entry.contract
+    assert entry.executor is not None
     writes = not contract.is_read_only
     unknown = None if writes else False
     started = time.perf_counter()
@@ -283,8 +549,10 @@ async def attempt(
         return (time.perf_counter() - started) * 1000
 
     try:
-        async with asyncio.timeout(contract.timeout):
-            output = await executor.execute(arguments, context)
+        with anyio.fail_after(contract.timeout) if contract.timeout else _UNBOUNDED:
+            output = await entry.executor.execute(arguments, context)
+            while inspect.isawaitable(output):  # an async __call__ run as a plain function
+                output = await output
     except TimeoutError:
         error = ToolError(
             category=ErrorCategory.TIMEOUT,
@@ -311,9 +579,11 @@ async def attempt(
             effect_committed=unknown,
         )
         return Outcome("error", error=error, effect_committed=unknown, latency_ms=elapsed())
-    if inspect.isawaitable(output):
-        output = await output
     return Outcome("returned", output=output, effect_committed=writes, latency_ms=elapsed())
+
+
+_UNBOUNDED = contextlib.nullcontext()
+"""No timeout: a cancel scope costs more than the rest of a trivial read's dispatch."""
 
 
 def may_retry(contract: ToolContract, outcome: Outcome, attempt_number: int) -> bool:
@@ -326,15 +596,101 @@ def may_retry(contract: ToolContract, outcome: Outcome, attempt_number: int) -> 
     return outcome.effect_committed is False or contract.is_idempotent
 
 
+def _replay(call: Call, holder: InvocationRecord) -> Stop:
+    """Same idempotency key: answer with the holder's outcome and run nothing."""
+    request = call.request
+    assert request is not None
+    call.trail.add("dispatch", "idempotent_replay", of=holder.request_id)
+    if holder.envelope is not None and holder.state is RecordState.COMPLETED:
+        original = ResultEnvelope.model_validate(holder.envelope)
+    else:
+        error = ToolError(
+            category=ErrorCategory.EFFECT_UNKNOWN,
+            message=f"the same call is still in progress as {holder.request_id}",
+            suggested_fix="Wait and read its outcome; do not repeat the call.",
+            retryable=True,
+            effect_committed=None,
+        )
+        original = ResultEnvelope(status=Status.EFFECT_UNKNOWN, error=error)
+    old = original.execution_meta
+    meta = ExecutionMeta(
+        request_id=request.request_id,
+        call_id=request.call_id,
+        attempt=0,
+        latency_ms=(time.perf_counter() - call.started) * 1000,
+        effect_state=old.effect_state if old else EffectState.UNKNOWN,
+        idempotency_key=request.idempotency_key,
+        replay_of=holder.request_id,
+    )
+    envelope = original.model_copy(update={"execution_meta": meta})
+    error = envelope.error or ToolError(category=ErrorCategory.INTERNAL, message="replayed")
+    return Stop(envelope.status, error, envelope=envelope)
+
+
+def _record_cancelled(services: Services, call: Call, attempt_number: int) -> None:
+    """Write a cancelled call's row at once (synchronously: the task is unwinding)."""
+    entry, request = call.entry, call.request
+    assert entry is not None and request is not None
+    contract = entry.contract
+    committed = False if contract.is_read_only else None
+    state = EffectState.NONE if contract.is_read_only else EffectState.UNKNOWN
+    error = ToolError(
+        category=ErrorCategory.CANCELLED,
+        message=f"{contract.id} was cancelled while running",
+        effect_committed=committed,
+    )
+    envelope = ResultEnvelope(
+        status=Status.CANCELLED,
+        error=error,
+        summary=error.message,
+        provenance=provenance(contract, request, None),
+        execution_meta=execution_meta(call.record, request, attempt_number, call.started, state),
+    )
+    call.trail.add("dispatch", "cancelled", attempt=attempt_number)
+    _write(services, call, envelope, attempt_number, defer=False)
+
+
 # -- 8. check --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Checked:
-    status: Status
-    effect_state: EffectState
-    output: dict[str, Any] | None = None
-    error: ToolError | None = None
+async def check(services: Services, call: Call) -> Call | Stop:
+    """Output schema, then read-back. A contract with a verifier is never `succeeded`
+    until the read-back confirms (seed 001: no completion before verification)."""
+    entry, outcome = call.entry, call.outcome
+    assert entry is not None and outcome is not None and call.request is not None
+    verified = None
+    if outcome.kind == "returned" and entry.verifier is not None:
+        verified = await _verify(services, call)
+    checked = judge(entry.contract, call.request.call_id, outcome, verified)
+    call.trail.add("check", checked.status.value, effect_state=checked.effect_state.value)
+    call.checked = checked
+    return call
+
+
+async def _verify(services: Services, call: Call) -> bool | None:
+    entry, request = call.entry, call.request
+    assert entry is not None and entry.verifier is not None and request is not None
+    timeout = entry.contract.timeout or services.hook_timeout
+    verified = await read_back(services, entry, request.arguments, context_of(call), timeout)
+    call.trail.add("check", "read_back", verified=verified)
+    return verified
+
+
+async def read_back(
+    services: Services,
+    entry: ToolEntry,
+    arguments: dict[str, Any],
+    context: ToolContext,
+    timeout: float,
+) -> bool | None:
+    """The verifier's answer: True confirmed, False absent, None when it cannot tell
+    (it raised, timed out or answered something else)."""
+    assert entry.verifier is not None
+    try:
+        verified = await call_hook(entry.verifier, arguments, context, timeout=timeout)
+    except Exception:
+        return None
+    return verified if verified in (True, False) else None
 
 
 def _wrap(output: Any) -> dict[str, Any]:
@@ -351,9 +707,8 @@ def _effect_state(contract: ToolContract, committed: bool | None) -> EffectState
     }[committed]
 
 
-def check(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool | None) -> Checked:
-    """Output schema, then read-back. A contract with a verifier is never `succeeded` until
-    the read-back confirms (seed 001: no completion before verification)."""
+def judge(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool | None) -> Checked:
+    """The check stage's rules over an outcome and a read-back, without I/O."""
     state = _effect_state(contract, outcome.effect_committed)
     if outcome.kind != "returned":
         error = outcome.error
@@ -424,35 +779,114 @@ def _output_problems(schema: dict[str, Any], output: dict[str, Any]) -> list[Any
 # -- 9. project ------------------------------------------------------------------------
 
 
-def _drop_classified(output: dict[str, Any], contract: ToolContract) -> dict[str, Any]:
-    hidden = {
-        pointer.lstrip("/").split("/")[0]
-        for pointer, level in contract.data_classification.fields.items()
-        if level is Classification.SECRET
-    }
-    if not hidden:
-        return output
-    return {k: ("[REDACTED]" if k in hidden else v) for k, v in output.items()}
-
-
-def project(
-    contract: ToolContract,
-    checked: Checked,
-    redactor: Redactor,
-    store: ArtifactStore,
-) -> tuple[str, dict[str, Any] | None, tuple[Any, ...], ToolError | None]:
+async def project(services: Services, call: Call) -> Call | Stop:
     """Redact, then cut the result to what the model should read: summary, structured
     content, artifact refs. Redaction runs first, so no secret reaches the artifact store."""
+    entry, request, checked = call.entry, call.request, call.checked
+    assert entry is not None and request is not None and checked is not None
+    contract = entry.contract
     error = checked.error
     if error is not None:
-        error = ToolError.model_validate(redactor.redact(error.model_dump()))
-    if checked.output is None:
-        return (error.message if error else ""), None, (), error
-    output = redactor.redact(_drop_classified(checked.output, contract))
-    projection = project_result(output, contract.result_projection, store)
-    summary = (
-        projection.summary
-        if checked.status is Status.SUCCEEDED
-        else (error.message if error else "")
+        error = ToolError.model_validate(services.redactor.redact(error.model_dump()))
+    summary = error.message if error else ""
+    content: dict[str, Any] | None = None
+    refs: tuple[ArtifactRef, ...] = ()
+    if checked.output is not None:
+        output = services.redactor.redact(
+            redact_classified(checked.output, contract, contract.data_classification.outputs)
+        )
+        projection = contract.result_projection
+        # Only a result large enough to be stored aside writes a file: off the loop.
+        large = len(canonical_json(output)) > projection.artifact_threshold
+        if large:
+            projected = await offload(project_result, output, projection, services.artifacts)
+        else:
+            projected = project_result(output, projection, services.artifacts)
+        content, refs = projected.structured_content, projected.artifact_refs
+        if checked.status is Status.SUCCEEDED:
+            summary = projected.summary
+    call.trail.add("project", "projected", artifacts=len(refs))
+    envelope = ResultEnvelope(
+        status=checked.status,
+        error=error,
+        summary=summary,
+        structured_content=content,
+        artifact_refs=refs,
+        provenance=provenance(contract, request, entry),
+        execution_meta=execution_meta(
+            call.record, request, call.attempts, call.started, checked.effect_state
+        ),
     )
-    return summary, projection.structured_content, tuple(projection.artifact_refs), error
+    call.envelope = envelope
+    return call
+
+
+# -- 10. record ------------------------------------------------------------------------
+
+
+async def record(services: Services, call: Call, stop: Stop | None) -> ResultEnvelope:
+    """Write the call's outcome — a projected result, or the `Stop` that ended it — and
+    answer with its envelope. A call that changed nothing may be written behind."""
+    if stop is None:
+        envelope = call.envelope
+        assert envelope is not None
+    elif stop.envelope is not None:
+        envelope = stop.envelope
+    else:
+        error = ToolError.model_validate(services.redactor.redact(stop.error.model_dump()))
+        contract = call.entry.contract if call.entry is not None else None
+        envelope = ResultEnvelope(
+            status=stop.status,
+            error=error,
+            summary=error.message,
+            provenance=provenance(contract, call.request, None) if contract else None,
+            execution_meta=execution_meta(
+                call.record, call.request, call.attempts, call.started, stop.effect_state
+            ),
+        )
+    pending = envelope.status is Status.PENDING_APPROVAL
+    meta = envelope.execution_meta
+    unchanged = meta is None or meta.effect_state is EffectState.NONE
+    if not pending:
+        call.trail.add("record", envelope.status.value)
+    # A call that changed nothing may be written behind: off the caller's path, and a crash
+    # can cost at most its audit row, never an effect's. Anything else is durable now.
+    if unchanged and not pending:
+        _write(services, call, envelope, call.attempts, defer=True)
+    else:
+        await offload(_write, services, call, envelope, call.attempts, False)
+    return envelope
+
+
+def _write(
+    services: Services, call: Call, envelope: ResultEnvelope, attempts: int, defer: bool
+) -> None:
+    meta = envelope.execution_meta
+    pending = envelope.status is Status.PENDING_APPROVAL
+    final = row(
+        call,
+        RecordState.PENDING_APPROVAL if pending else RecordState.COMPLETED,
+        status=envelope.status.value,
+        effect_state=meta.effect_state.value if meta else EffectState.NONE.value,
+        attempts=attempts,
+        approval_id=meta.approval_id if meta and meta.approval_id else call.record.approval_id,
+        envelope=envelope.model_dump(mode="json"),
+    )
+    services.ledger.complete(final, call.trail.drain(), defer=defer)
+
+
+def row(call: Call, state: RecordState, **fields: Any) -> InvocationRecord:
+    """The ledger row of the call as far as it got. Built here, once per write, from what
+    the stages found; the row holds the idempotency key only from its intent on, so a
+    pending or rejected call never occupies (or, in SQLite, REPLACEs away) the key's holder."""
+    base = call.record
+    entry, request = call.entry, call.request
+    if entry is not None:
+        fields.setdefault("contract_ref", entry.contract.ref)
+        fields.setdefault("implementation_digest", entry.contract.digest())
+    if request is not None:
+        fields.setdefault("arguments", call.recorded_arguments)
+        fields.setdefault("arguments_digest", request.arguments_digest)
+        if call.holds_key:
+            fields.setdefault("idempotency_key", request.idempotency_key)
+    return replace(base, state=state, updated_at=time.time(), **fields)
