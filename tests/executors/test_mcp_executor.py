@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +210,9 @@ async def test_imported_tools_start_cautious_and_take_overrides(
                 tools=["echo", "add"],
                 overrides={"add": {"side_effect": "none", "idempotency": "natural"}},
             )
-            with pytest.raises(ConfigError, match="no tool named nope; it lists add, crash"):
+            with pytest.raises(
+                ConfigError, match="no tool named nope; it lists add, crash, echo, fail, headers"
+            ):
                 await register_mcp(harness, upstream, tools=["nope"])
     finally:
         harness.close()
@@ -240,6 +245,45 @@ async def test_an_unreachable_server_is_a_connection_error(tmp_path: Path) -> No
     with pytest.raises(ConnectionError, match="could not connect to MCP server 'gone'"):
         async with connect_mcp("gone", command=str(tmp_path / "no-such-server")):
             pass
+
+
+@contextmanager
+def http_server(calls: Path) -> Iterator[str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http", str(port)],
+        env={**os.environ, "RECORD_CALLS": str(calls)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.mark.anyio
+async def test_a_streamable_http_server_gets_the_headers(calls: Path) -> None:
+    authority = GrantAuthority()
+    with http_server(calls) as url:
+        async with connect_mcp("web", url=url, headers={"Authorization": "Bearer t0k"}) as web:
+            assert "headers" in await web.list_tools()
+            executor = McpExecutor(web, "headers", grants=authority)
+            seen = await executor.execute({}, context_for(authority, "headers@0.0.0", {}))
+    assert seen["authorization"] == "Bearer t0k"
+    assert executor.source == "mcp:web"
+    assert received(calls) == [{"tool": "headers", "arguments": {}}]
 
 
 # -- the grant check, before anything is sent ---------------------------------------------------
