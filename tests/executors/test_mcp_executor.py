@@ -241,6 +241,14 @@ async def test_connect_needs_exactly_one_transport(options: dict[str, Any]) -> N
 
 
 @pytest.mark.anyio
+async def test_an_error_in_the_callers_block_comes_out_as_raised(calls: Path) -> None:
+    """Not wrapped in the SDK's exception groups: ``except KeyError`` around the block works."""
+    with pytest.raises(KeyError, match="mine"):
+        async with server(calls):
+            raise KeyError("mine")
+
+
+@pytest.mark.anyio
 async def test_an_unreachable_server_is_a_connection_error(tmp_path: Path) -> None:
     with pytest.raises(ConnectionError, match="could not connect to MCP server 'gone'"):
         async with connect_mcp("gone", command=str(tmp_path / "no-such-server")):

@@ -211,27 +211,38 @@ async def connect_mcp(
             key="env" if env else "cwd",
             value=env or cwd,
         )
-    async with AsyncExitStack() as stack:
-        try:
-            client = await stack.enter_async_context(
-                mcp_client(
-                    stack,
-                    stdio=stdio,
-                    url=url,
-                    headers=headers,
-                    timeout=timeout,
-                    errlog=errlog or sys.stderr,
+    raised: list[BaseException] = []
+    try:
+        async with AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(
+                    mcp_client(
+                        stack,
+                        stdio=stdio,
+                        url=url,
+                        headers=headers,
+                        timeout=timeout,
+                        errlog=errlog or sys.stderr,
+                    )
                 )
-            )
-        except Exception as exc:
-            raise ConnectionError(
-                f"could not connect to MCP server {name!r}: {describe(exc)}"
-            ) from exc
-        connection = McpConnection(name, client)
-        try:
-            yield connection
-        finally:
-            connection.error = "the connection was closed"
+            except Exception as exc:
+                raise ConnectionError(
+                    f"could not connect to MCP server {name!r}: {describe(exc)}"
+                ) from exc
+            connection = McpConnection(name, client)
+            try:
+                yield connection
+            except BaseException as exc:
+                raised.append(exc)
+                raise
+            finally:
+                connection.error = "the connection was closed"
+    except BaseExceptionGroup as group:
+        # The SDK's task groups wrap what the caller's block raised; give it back unwrapped,
+        # so `except KeyError` around the block still works.
+        if raised and _leaves(group) == raised:
+            raise raised[0] from raised[0].__cause__
+        raise
 
 
 async def register_mcp(
@@ -322,6 +333,14 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"{exc.error.message} (MCP error {exc.error.code})"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    return [
+        leaf
+        for inner in group.exceptions
+        for leaf in (_leaves(inner) if isinstance(inner, BaseExceptionGroup) else [inner])
+    ]
 
 
 def _session_of(client: Client | None) -> ClientSession | None:
