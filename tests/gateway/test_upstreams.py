@@ -18,8 +18,6 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import types
-from mcp.shared.exceptions import MCPError
 
 from toolkeeper import CedarPolicyEngine, Principal, Proposal, ResultEnvelope, Status
 from toolkeeper.cli import main
@@ -27,7 +25,6 @@ from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.upstreams.assessment import ToolStatus, assess
 from toolkeeper.gateway.upstreams.config import UpstreamConfig, parse_upstreams
 from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
-from toolkeeper.gateway.upstreams.link import UpstreamLink, _tool_error
 from toolkeeper.gateway.upstreams.pins import PinStore
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.runtime.harness import Harness
@@ -178,59 +175,6 @@ def test_a_forced_approval_serves_exactly_the_definition_it_covered(tmp_path: Pa
     assert assess({"a": {"p": worse}}, configs, pins)[0].status is ToolStatus.BLOCKED
     relaxed = {"a": UpstreamConfig(command="x", scan={"credential_path": "warn"})}
     assert assess({"a": {"p": worse}}, relaxed, pins)[0].status is ToolStatus.CHANGED
-
-
-@pytest.mark.parametrize(
-    ("code", "category", "retryable", "committed"),
-    [
-        (types.CONNECTION_CLOSED, ErrorCategory.UNAVAILABLE, True, None),
-        (types.REQUEST_TIMEOUT, ErrorCategory.TIMEOUT, True, None),
-        (types.INVALID_PARAMS, ErrorCategory.INVALID_ARGUMENT, False, False),
-        (types.METHOD_NOT_FOUND, ErrorCategory.INVALID_ARGUMENT, False, False),
-        (types.HEADER_MISMATCH, ErrorCategory.STALE, False, False),
-        (types.INTERNAL_ERROR, ErrorCategory.UNAVAILABLE, True, None),
-        (-1, ErrorCategory.UNAVAILABLE, True, None),
-    ],
-)
-def test_every_protocol_error_maps_to_a_tool_failure(
-    tmp_path: Path,
-    code: int,
-    category: ErrorCategory,
-    retryable: bool,
-    committed: bool | None,
-) -> None:
-    link = UpstreamLink("up", stdio(), home=tmp_path, on_listing=lambda link: None)
-    failure = link._protocol_failure(MCPError(code=code, message="boom"))
-    assert (failure.category, failure.retryable, failure.effect_committed) == (
-        category,
-        retryable,
-        committed,
-    )
-    assert "upstream 'up': boom" in failure.message
-
-
-def test_an_upstream_toolkeeper_envelope_keeps_its_error_category() -> None:
-    error = {"category": "rate_limited", "retryable": True, "message": "slow down"}
-    result = types.CallToolResult(
-        content=[types.TextContent(type="text", text="status: rejected")],
-        structured_content={"status": "failed", "error": {**error, "effect_committed": False}},
-        is_error=True,
-    )
-    failure = _tool_error("up", "send", result)
-    assert (failure.category, failure.retryable, failure.effect_committed) == (
-        ErrorCategory.RATE_LIMITED,
-        True,
-        False,
-    )
-    plain = types.CallToolResult(
-        content=[types.TextContent(type="text", text="it broke")], is_error=True
-    )
-    failure = _tool_error("up", "send", plain)
-    assert (failure.category, failure.message, failure.effect_committed) == (
-        ErrorCategory.INTERNAL,
-        "it broke",
-        None,
-    )
 
 
 # -- real upstream processes -----------------------------------------------------------------

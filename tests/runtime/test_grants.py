@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from toolkeeper import Principal
+from toolkeeper import Principal, ToolContext
 from toolkeeper.errors import ConfigError
 from toolkeeper.runtime.grants import Grant, GrantAuthority
 from toolkeeper.runtime.invocation import InvocationRequest, arguments_digest
@@ -173,3 +173,58 @@ def test_grant_is_frozen(authority: GrantAuthority) -> None:
     grant: Grant = authority.mint(request())
     with pytest.raises(dataclasses.FrozenInstanceError):
         grant.expires_at = 9e9  # type: ignore[misc]
+
+
+# -- the executor's own check: only what it holds -----------------------------------------------
+
+
+def context(grant: Grant | None, **changes: object) -> ToolContext:
+    base = ToolContext(
+        request_id="req_1",
+        call_id="call_1",
+        contract_ref="edit_branch_file@1.0.0",
+        principal=Principal(id="dev-7", tenant="acme"),
+        grant=grant,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def test_an_executor_accepts_the_grant_for_exactly_its_call(authority: GrantAuthority) -> None:
+    grant = authority.mint(request())
+    assert authority.check_call(context(grant), dict(ARGUMENTS)) is None
+    reordered = dict(reversed(ARGUMENTS.items()))  # the digest is over canonical JSON
+    assert authority.check_call(context(grant), reordered) is None
+
+
+def test_an_executor_recomputes_the_digest_of_what_it_sends(authority: GrantAuthority) -> None:
+    grant = authority.mint(request())
+    changed = {**ARGUMENTS, "path": "src/other.py"}
+    assert authority.check_call(context(grant), changed) == "grant is for other arguments"
+
+
+def test_an_executor_refuses_a_grant_minted_for_other_arguments(
+    authority: GrantAuthority,
+) -> None:
+    changed = {**ARGUMENTS, "path": "src/other.py"}
+    grant = authority.mint(request(arguments=changed, arguments_digest=arguments_digest(changed)))
+    assert authority.check_call(context(grant), ARGUMENTS) == "grant is for other arguments"
+
+
+def test_an_executor_refuses_what_the_gate_refuses(
+    authority: GrantAuthority, clock: FakeClock
+) -> None:
+    grant = authority.mint(request())
+    assert authority.check_call(context(None), ARGUMENTS) == "missing grant"
+    widened = dataclasses.replace(grant, arguments_digest=arguments_digest({}))
+    assert authority.check_call(context(widened), {}) == "grant signature invalid"
+    assert authority.check_call(
+        context(grant, principal=Principal(id="mallory", tenant="acme")), ARGUMENTS
+    ) == ("grant is for principal dev-7")
+    assert authority.check_call(
+        context(grant, principal=Principal(id="dev-7", tenant="globex")), ARGUMENTS
+    ) == ("grant is for tenant acme")
+    assert authority.check_call(context(grant, contract_ref="merge_request@1.0.0"), ARGUMENTS) == (
+        "grant is for contract edit_branch_file@1.0.0"
+    )
+    clock.now = 1_030.0
+    assert authority.check_call(context(grant), ARGUMENTS) == "grant expired"

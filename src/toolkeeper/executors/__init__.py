@@ -5,6 +5,10 @@ signals a failure it understands by raising `ToolFailure` (category, retryable, 
 effect committed); any other exception is a failure whose effect is unknown for a tool with
 side effects. Timeouts and cancellation are applied by the harness around `execute`, so every
 executor gets the same semantics.
+
+`inprocess` runs Python functions; `mcp` runs the tools of another MCP server (it needs the
+``gateway`` extra, so this package does not import it). An executor that acts out of process
+checks `context.grant` itself (`GrantAuthority.check_call`) before anything leaves.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from toolkeeper.runtime.envelope import ErrorCategory, FieldError
 
 
 class Executor(Protocol):
-    """Runs one call. Only the harness calls this, and only with a valid grant."""
+    """Runs one call. Only the harness calls this, with the grant it minted for exactly this
+    call in ``context.grant``."""
 
     source: str
     """Where results come from, for provenance: 'in_process', 'mcp:<server>', ..."""

@@ -3,8 +3,10 @@
 "No approval needed" is not "allowed" (seed 000 §12): after authorize (and approve, where
 policy asks), the harness mints a `Grant` bound to the principal, the contract id@version,
 the argument digest and a resource scope, and the executor gate runs `GrantAuthority.check`
-on the request it is about to execute. A grant that was altered, expired, or minted for
-another principal, contract, argument set or resource is refused.
+on the request it is about to execute. The grant then travels in the `ToolContext`, and an
+executor that acts out of process (an upstream MCP server, a sandbox) checks it again with
+`GrantAuthority.check_call` on the arguments it is about to send. A grant that was altered,
+expired, or minted for another principal, contract, argument set or resource is refused.
 
 Grants are HMAC-SHA256 signed with the authority's key, so only the process (or replicas
 sharing the key) that minted a grant can vouch for it.
@@ -19,12 +21,13 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolkeeper.errors import ConfigError
-from toolkeeper.runtime.invocation import new_id
+from toolkeeper.runtime.invocation import Principal, arguments_digest, new_id
 
 if TYPE_CHECKING:
+    from toolkeeper.runtime.context import ToolContext
     from toolkeeper.runtime.invocation import InvocationRequest
 
 _MIN_KEY_BYTES = 16
@@ -110,6 +113,35 @@ class GrantAuthority:
 
     def check(self, grant: Grant | None, request: InvocationRequest) -> str | None:
         """None when `grant` authorizes `request` now; otherwise why it does not."""
+        refusal = self._check(
+            grant, request.principal, request.contract_ref, request.arguments_digest
+        )
+        if refusal is not None:
+            return refusal
+        assert grant is not None
+        for resource in (*request.read_set, *request.write_set):
+            if not any(fnmatchcase(resource, pattern) for pattern in grant.resource_scope):
+                return f"resource outside grant scope: {resource}"
+        return None
+
+    def check_call(self, context: ToolContext, arguments: dict[str, Any]) -> str | None:
+        """None when `context.grant` authorizes the executor to run `context.contract_ref`
+        for `context.principal` with exactly `arguments` now; otherwise why it does not.
+
+        This is what an executor can check with what it holds, and the digest is recomputed
+        from the arguments it is about to send. The resource scope stays the harness gate's
+        (`check`): an executor does not know the request's read and write sets.
+        """
+        digest = arguments_digest(arguments)
+        return self._check(context.grant, context.principal, context.contract_ref, digest)
+
+    def _check(
+        self,
+        grant: Grant | None,
+        principal: Principal,
+        contract_ref: str,
+        digest: str,
+    ) -> str | None:
         if grant is None:
             return "missing grant"
         signature = grant.signature if isinstance(grant.signature, str) else ""
@@ -118,17 +150,14 @@ class GrantAuthority:
             return "grant signature invalid"
         if self._clock() >= grant.expires_at:
             return "grant expired"
-        if grant.principal_id != request.principal.id:
+        if grant.principal_id != principal.id:
             return f"grant is for principal {grant.principal_id}"
-        if grant.tenant != request.principal.tenant:
+        if grant.tenant != principal.tenant:
             return f"grant is for tenant {grant.tenant}"
-        if grant.contract_ref != request.contract_ref:
+        if grant.contract_ref != contract_ref:
             return f"grant is for contract {grant.contract_ref}"
-        if grant.arguments_digest != request.arguments_digest:
+        if grant.arguments_digest != digest:
             return "grant is for other arguments"
-        for resource in (*request.read_set, *request.write_set):
-            if not any(fnmatchcase(resource, pattern) for pattern in grant.resource_scope):
-                return f"resource outside grant scope: {resource}"
         return None
 
     def _sign(self, grant: Grant) -> str:

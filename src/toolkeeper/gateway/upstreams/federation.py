@@ -3,7 +3,7 @@ an operator approved exactly their definitions.
 
 `connect_upstreams` opens an `UpstreamLink` (`upstream_link.py`) to every configured upstream
 and assesses every listing against the pin store (`upstream_assessment.py`). Only approved
-tools are registered, each with an `UpstreamExecutor`. Each re-listing is assessed again: a
+tools are registered, each with an `McpExecutor`. Each re-listing is assessed again: a
 served tool whose definition moved is refused by its executor (``stale``) until re-approved.
 The harness registry cannot unregister, so a gateway listing tools asks `Federation.is_served`.
 """
@@ -19,10 +19,11 @@ import anyio
 from anyio.abc import TaskGroup
 
 from toolkeeper.errors import RegistryError
+from toolkeeper.executors.mcp import McpExecutor
 from toolkeeper.gateway.scanning.findings import Finding
 from toolkeeper.gateway.upstreams.assessment import ToolStatus, UpstreamTool, assess
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
-from toolkeeper.gateway.upstreams.link import UpstreamExecutor, UpstreamLink
+from toolkeeper.gateway.upstreams.link import UpstreamLink
 from toolkeeper.gateway.upstreams.pins import PinStore
 
 if TYPE_CHECKING:
@@ -148,7 +149,8 @@ class Federation:
         if self._registered.get(report.contract_id) == report.hash:
             return True
         try:
-            self._harness.register(report.contract, executor=UpstreamExecutor(link, report))
+            executor = McpExecutor(link, report.name, grants=self._harness.grants)
+            self._harness.register(report.contract, executor=executor)
         except RegistryError:
             return False
         self._registered[report.contract_id] = report.hash

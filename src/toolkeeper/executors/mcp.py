@@ -1,0 +1,426 @@
+"""The MCP executor: runs a tool of another MCP server through the official SDK client.
+
+`McpExecutor` checks the call's grant (`GrantAuthority.check_call`) before anything leaves the
+process, sends ``tools/call`` and translates every outcome: the tool's answer becomes the
+output, and every way a call can fail — unreachable, rejected, timed out, connection lost,
+an invalid result, the tool's own error — becomes a `ToolFailure` the harness can act on.
+
+It calls through an `McpUpstream`, which owns the connection. A library user fronts an MCP
+server without the gateway::
+
+    async with connect_mcp("files", command="mcp-server-files", args=["/srv"]) as files:
+        await register_mcp(harness, files)
+
+The gateway's `UpstreamLink` is an `McpUpstream` too, adding pins, approvals, scanning and
+reconnects on top of this one executor.
+
+Needs the MCP SDK: ``pip install 'toolkeeper[gateway]'``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+try:
+    import anyio
+    import httpx2
+    from mcp import Client, ClientSession, StdioServerParameters, types
+    from mcp.client.session import MessageHandlerFnT
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+    from pydantic import ValidationError
+except ImportError as exc:  # the SDK is the gateway extra's, not the core library's
+    raise ImportError(
+        "toolkeeper.executors.mcp needs the MCP SDK; install it with "
+        "pip install 'toolkeeper[gateway]'"
+    ) from exc
+
+from toolkeeper import __version__
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.errors import ConfigError
+from toolkeeper.executors import ToolFailure
+from toolkeeper.importers.formats import from_mcp_tool
+from toolkeeper.runtime.context import ToolContext
+from toolkeeper.runtime.envelope import ErrorCategory
+from toolkeeper.runtime.grants import GrantAuthority
+
+if TYPE_CHECKING:
+    from toolkeeper.runtime.harness import Harness
+
+_MAX_PAGES = 100
+_CALL_TIMEOUT = 86_400.0
+"""The harness owns call timeouts (per contract); the session's own only guards against a
+call outliving every contract."""
+_DEFINITION_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+"""What the MCP importer reads of a listed tool; the rest (``_meta``, ``icons``...) is not
+the contract's."""
+
+
+class McpUpstream(Protocol):
+    """Where an `McpExecutor` gets the session it calls through, and whom it tells when the
+    call found the connection dead or the tool's definition moved."""
+
+    name: str
+    """The server's name, for messages and provenance (``mcp:<name>``)."""
+
+    async def session(self, tool: str) -> ClientSession:
+        """The session to call `tool` through now; raises `ToolFailure` (nothing sent) when
+        the call must not go out."""
+        ...
+
+    def lost(self) -> None:
+        """A call found the connection dead: stop handing out this session."""
+        ...
+
+    def changed(self) -> None:
+        """The server says a tool's definition changed under the caller: list again."""
+        ...
+
+
+class McpExecutor:
+    """Runs one tool of an MCP server, and only under a grant `grants` vouches for."""
+
+    def __init__(self, upstream: McpUpstream, tool: str, *, grants: GrantAuthority) -> None:
+        self.source = f"mcp:{upstream.name}"
+        self.tool = tool
+        self._upstream = upstream
+        self._grants = grants
+
+    def __repr__(self) -> str:
+        return f"McpExecutor({self._upstream.name!r}, {self.tool!r})"
+
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        # The call leaves the process here: whoever reached this method without the grant
+        # the pipeline minted for exactly this call must not reach the upstream either.
+        refusal = self._grants.check_call(context, arguments)
+        if refusal is not None:
+            raise ToolFailure(
+                f"refused to call {self.tool} on MCP server {self._upstream.name!r}: {refusal}",
+                category=ErrorCategory.POLICY_DENIED,
+                retryable=False,
+                effect_committed=False,
+                suggested_fix="Do not retry; this call is not authorized as proposed.",
+            )
+        session = await self._upstream.session(self.tool)
+        try:
+            # The session, not Client.call_tool: the latter re-lists and resends on a schema
+            # mismatch, which would run a definition nobody approved.
+            result = await session.call_tool(
+                self.tool, arguments, read_timeout_seconds=_CALL_TIMEOUT
+            )
+        except MCPError as exc:
+            raise _protocol_failure(self._upstream, exc) from exc
+        except (RuntimeError, ValidationError) as exc:
+            raise ToolFailure(
+                f"MCP server {self._upstream.name!r} answered {self.tool} with an invalid "
+                f"result: {exc}",
+                effect_committed=None,
+            ) from exc
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            self._upstream.lost()
+            raise ToolFailure(
+                f"the connection to MCP server {self._upstream.name!r} failed: {exc}",
+                category=ErrorCategory.UNAVAILABLE,
+                retryable=True,
+                effect_committed=None,
+            ) from exc
+        if result.is_error:
+            raise _tool_error(self._upstream.name, self.tool, result)
+        return _output(result)
+
+
+class McpConnection:
+    """A library's connection to one MCP server (see `connect_mcp`): no reconnects, no
+    pins; once the connection is lost, calls fail as ``unavailable`` without being sent."""
+
+    def __init__(self, name: str, client: Client) -> None:
+        self.name = name
+        self.client = client
+        self.error: str | None = None
+        """Why calls are no longer sent, once the connection was lost or closed."""
+
+    def __repr__(self) -> str:
+        state = "open" if self.error is None else "closed"
+        return f"McpConnection({self.name!r}, {state})"
+
+    async def list_tools(self) -> dict[str, dict[str, Any]]:
+        """Tool name → definition, as the server lists it now."""
+        return await list_tools(self.client)
+
+    async def session(self, tool: str) -> ClientSession:
+        session = _session_of(self.client) if self.error is None else None
+        if session is None:
+            raise ToolFailure(
+                f"MCP server {self.name!r} is not connected ({self.error or 'closed'}); "
+                f"{tool} was not sent",
+                category=ErrorCategory.UNAVAILABLE,
+                retryable=False,
+                effect_committed=False,
+                suggested_fix="Connect again with connect_mcp() and register the tools anew.",
+            )
+        return session
+
+    def lost(self) -> None:
+        self.error = "the connection was lost"
+
+    def changed(self) -> None:
+        """Nothing to re-list: the harness serves the definitions registered from this
+        connection, and the failing call already answered ``stale``."""
+
+
+@asynccontextmanager
+async def connect_mcp(
+    name: str,
+    *,
+    command: str | None = None,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    url: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    errlog: TextIO | None = None,
+) -> AsyncIterator[McpConnection]:
+    """Connect to an MCP server: a stdio ``command`` (with ``args``, ``cwd``, and ``env`` on
+    top of the SDK's minimal environment — the caller's own is not inherited) or a Streamable
+    HTTP ``url`` (with ``headers``). The server's stderr goes to ``errlog``.
+
+    Close it in the task that opened it. An unreachable server raises `ConnectionError`.
+    """
+    if (command is None) == (url is None):
+        raise ConfigError(
+            f"connect_mcp({name!r}) needs exactly one of command=... (a stdio server) or "
+            "url=... (a Streamable HTTP server)",
+            key="command" if command is not None else "url",
+            value=command or url,
+        )
+    stdio = None
+    if command is not None:
+        stdio = StdioServerParameters(
+            command=command, args=list(args), env=dict(env) if env else None, cwd=cwd
+        )
+    elif env or cwd:
+        raise ConfigError(
+            f"connect_mcp({name!r}): env and cwd apply to a stdio command, not to a URL; pass "
+            "values to an HTTP server in headers=...",
+            key="env" if env else "cwd",
+            value=env or cwd,
+        )
+    raised: list[BaseException] = []
+    try:
+        async with AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(
+                    mcp_client(
+                        stack,
+                        stdio=stdio,
+                        url=url,
+                        headers=headers,
+                        timeout=timeout,
+                        errlog=errlog or sys.stderr,
+                    )
+                )
+            except Exception as exc:
+                raise ConnectionError(
+                    f"could not connect to MCP server {name!r}: {describe(exc)}"
+                ) from exc
+            connection = McpConnection(name, client)
+            try:
+                yield connection
+            except BaseException as exc:
+                raised.append(exc)
+                raise
+            finally:
+                connection.error = "the connection was closed"
+    except BaseExceptionGroup as group:
+        # The SDK's task groups wrap what the caller's block raised; give it back unwrapped,
+        # so `except KeyError` around the block still works.
+        if raised and _leaves(group) == raised:
+            raise raised[0] from raised[0].__cause__
+        raise
+
+
+async def register_mcp(
+    harness: Harness,
+    upstream: McpConnection,
+    *,
+    namespace: str = "",
+    tools: Sequence[str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[ToolContract]:
+    """Register `upstream`'s tools (all, or those named in `tools`) with `harness`, each run by
+    an `McpExecutor` under the harness's grants. Returns the registered contracts.
+
+    Every tool is imported with the importer's cautious defaults (committing, open world, not
+    idempotent) — the server's annotations are hints, kept but never trusted — so the default
+    policy holds each call for approval. ``overrides`` maps a tool name to contract fields
+    you vouch for (``{"search": {"side_effect": "none"}}``). Ids are ``namespace + name``.
+    """
+    listing = await upstream.list_tools()
+    wanted = list(listing) if tools is None else list(tools)
+    missing = [name for name in wanted if name not in listing]
+    if missing:
+        raise ConfigError(
+            f"MCP server {upstream.name!r} lists no tool named {', '.join(missing)}; it lists "
+            f"{', '.join(sorted(listing)) or 'no tools'}",
+            key="tools",
+            value=missing,
+        )
+    fields = overrides or {}
+    contracts = []
+    for name in wanted:
+        definition = {k: listing[name][k] for k in _DEFINITION_FIELDS if k in listing[name]}
+        contract = from_mcp_tool(definition, **{"id": namespace + name, **fields.get(name, {})})
+        executor = McpExecutor(upstream, name, grants=harness.grants)
+        contracts.append(harness.register(contract, executor=executor))
+    return contracts
+
+
+def mcp_client(
+    stack: AsyncExitStack,
+    *,
+    stdio: StdioServerParameters | None = None,
+    url: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float,
+    errlog: TextIO = sys.stderr,
+    message_handler: MessageHandlerFnT | None = None,
+    client_name: str = "toolkeeper",
+) -> Client:
+    """An SDK `Client` (not yet entered) for a stdio server or a Streamable HTTP `url`; `stack`
+    closes what the transport needs besides the client."""
+    if stdio is not None:
+        transport: Any = stdio_client(stdio, errlog=errlog)
+    else:
+        assert url is not None
+        http = httpx2.AsyncClient(
+            headers=dict(headers or {}), timeout=httpx2.Timeout(timeout, read=300.0)
+        )
+        stack.push_async_callback(http.aclose)
+        transport = streamable_http_client(url, http_client=http)
+    return Client(
+        transport,
+        cache=None,  # a cached listing would hide a rug pull
+        message_handler=message_handler,
+        read_timeout_seconds=timeout,
+        client_info=types.Implementation(name=client_name, version=__version__),
+    )
+
+
+async def list_tools(client: Client) -> dict[str, dict[str, Any]]:
+    """Tool name → definition (JSON, by alias), every page of ``tools/list``."""
+    tools: dict[str, dict[str, Any]] = {}
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        for tool in page.tools:
+            tools[tool.name] = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a failed connection, however deep the SDK nested the cause."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe(inner) for inner in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return f"{exc.error.message} (MCP error {exc.error.code})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    return [
+        leaf
+        for inner in group.exceptions
+        for leaf in (_leaves(inner) if isinstance(inner, BaseExceptionGroup) else [inner])
+    ]
+
+
+def _session_of(client: Client | None) -> ClientSession | None:
+    try:
+        return client.session if client is not None else None
+    except RuntimeError:  # the client closed between our check and the call: nothing sent
+        return None
+
+
+def _protocol_failure(upstream: McpUpstream, exc: MCPError) -> ToolFailure:
+    """A JSON-RPC error is not the tool's answer: the call may never have run (a rejected
+    request) or its effect is unknown (the connection died while it ran)."""
+    where = f"MCP server {upstream.name!r}: {exc.error.message}"
+    if exc.error.code == types.CONNECTION_CLOSED:
+        upstream.lost()
+        return ToolFailure(
+            f"lost the connection to {where}",
+            category=ErrorCategory.UNAVAILABLE,
+            retryable=True,
+            effect_committed=None,
+        )
+    if exc.error.code == types.REQUEST_TIMEOUT:
+        return ToolFailure(
+            where, category=ErrorCategory.TIMEOUT, retryable=True, effect_committed=None
+        )
+    if exc.error.code in (types.INVALID_PARAMS, types.METHOD_NOT_FOUND):
+        return ToolFailure(f"rejected by {where}", category=ErrorCategory.INVALID_ARGUMENT)
+    if exc.error.code == types.HEADER_MISMATCH:
+        upstream.changed()
+        return ToolFailure(
+            f"the tool's definition changed on {where}", category=ErrorCategory.STALE
+        )
+    return ToolFailure(
+        f"protocol error from {where}",
+        category=ErrorCategory.UNAVAILABLE,
+        retryable=True,
+        effect_committed=None,
+    )
+
+
+def _output(result: types.CallToolResult) -> dict[str, Any]:
+    if isinstance(result.structured_content, dict):
+        return result.structured_content
+    output: dict[str, Any] = {"text": _text(result)}
+    other = [b.model_dump(mode="json", by_alias=True) for b in result.content if b.type != "text"]
+    if other:
+        output["content"] = other
+    return output
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def _tool_error(server: str, tool: str, result: types.CallToolResult) -> ToolFailure:
+    """An ``isError`` result: the tool ran and failed. When the server is itself a toolkeeper
+    gateway its envelope says what kind of failure; otherwise nobody can say whether a side
+    effect happened before the failure."""
+    text = _text(result)[:2000] or f"{tool} on MCP server {server!r} failed without a message"
+    content = result.structured_content if isinstance(result.structured_content, dict) else {}
+    error = content.get("error") if isinstance(content.get("error"), dict) else None
+    if error and error.get("category") in ErrorCategory.__members__.values():
+        committed = error.get("effect_committed")
+        return ToolFailure(
+            str(error.get("message") or text),
+            category=error["category"],
+            retryable=bool(error.get("retryable", False)),
+            effect_committed=committed if isinstance(committed, bool) else None,
+            suggested_fix=error.get("suggested_fix"),
+        )
+    return ToolFailure(text, effect_committed=None)
+
+
+__all__ = [
+    "McpConnection",
+    "McpExecutor",
+    "McpUpstream",
+    "connect_mcp",
+    "describe",
+    "list_tools",
+    "mcp_client",
+    "register_mcp",
+]
