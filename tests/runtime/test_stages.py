@@ -190,3 +190,23 @@ def test_record_writes_the_row_and_answers(harness: Harness) -> None:
     answer = run(stages.record(services, stopped, stop))
     assert answer.status is Status.REJECTED
     assert harness.ledger.get(stopped.request_id) is not None
+
+
+def test_a_grant_outlives_the_calls_whole_retry_budget(harness: Harness) -> None:
+    harness.register(
+        ToolContract.model_validate(
+            {
+                "id": "slow_read",
+                "description": "A slow read.",
+                "side_effect": "none",
+                "timeout": 50,
+                "retry": {"max_attempts": 3, "backoff_initial": 1},
+            }
+        ),
+        executor=lambda: {},
+    )
+    before = time.time()
+    call = through(services_of(harness), new_call("slow_read", {}), "approve")
+    assert call.grant is not None
+    # Three attempts of 50 s and pauses of 1 s and 2 s: the default 60 s would lapse mid-retry.
+    assert call.grant.expires_at >= before + 153

@@ -93,9 +93,11 @@ class GrantAuthority:
         resource_scope: Sequence[str] = (),
         conditions: Sequence[str] = (),
         approval_id: str | None = None,
+        valid_for: float = 0.0,
     ) -> Grant:
         """Sign a grant for exactly this request. Without `resource_scope`, the scope is the
-        request's own declared read and write sets."""
+        request's own declared read and write sets. It expires after the authority's ttl or
+        `valid_for` seconds, whichever is longer, so a call's whole retry budget fits."""
         scope = tuple(resource_scope) or (*request.read_set, *request.write_set)
         unsigned = Grant(
             grant_id=new_id("grt"),
@@ -105,7 +107,7 @@ class GrantAuthority:
             arguments_digest=request.arguments_digest,
             resource_scope=tuple(dict.fromkeys(scope)),
             conditions=tuple(conditions),
-            expires_at=self._clock() + self._ttl,
+            expires_at=self._clock() + max(self._ttl, valid_for),
             approval_id=approval_id,
             signature="",
         )

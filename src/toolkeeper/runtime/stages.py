@@ -354,6 +354,7 @@ async def approve(services: Services, call: Call) -> Call | Stop:
         request,
         approval_id=request.approval_id,
         conditions=[c.describe() for c in decision.conditions],
+        valid_for=_retry_budget(contract),
     )
     if approval is None:
         call.trail.add("approve", "not_required", grant_id=grant.grant_id)
@@ -368,6 +369,14 @@ async def approve(services: Services, call: Call) -> Call | Stop:
     call.grant = grant
     call.request = replace(request, grant_id=grant.grant_id)
     return call
+
+
+def _retry_budget(contract: ToolContract) -> float:
+    """Seconds every attempt and pause of the call may take: its grant must outlive them,
+    since an out-of-process executor checks it again on each attempt."""
+    attempts = contract.retry.max_attempts
+    pauses = sum(contract.retry.delay(n) for n in range(1, attempts))
+    return (contract.timeout or 0.0) * attempts + pauses
 
 
 def _stale_reason(services: Services, call: Call) -> str | None:
