@@ -52,6 +52,7 @@ from typing_extensions import TypedDict
 from toolkeeper.contract.model import Idempotency, SideEffect, ToolContract
 from toolkeeper.errors import ContractError
 from toolkeeper.runtime.context import ToolContext
+from toolkeeper.schema.document import unescape
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -296,7 +297,7 @@ def _inline(node: Any, defs: dict[str, Any], stack: frozenset[str], recursive: s
     ref = node.get("$ref")
     local = isinstance(ref, str) and ref.startswith(_DEFS)
     if local:
-        def_name = ref.removeprefix(_DEFS)
+        def_name = unescape(ref.removeprefix(_DEFS))
         if def_name in stack:
             recursive.add(def_name)
             result["$ref"] = ref

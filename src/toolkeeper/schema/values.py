@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from toolkeeper.validation.repairs import pointer_parts
+from toolkeeper.schema.document import resolve_ref
 
 Check = Callable[[Any, Any], bool]
 """`check(schema, value)`: does `value` satisfy `schema` (resolving `$ref` against the root)?"""
@@ -73,7 +73,7 @@ def example_value(schema: Any, root: Any, depth: int = 0) -> Any:
         return None
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#"):
-        return example_value(resolve_local(root, ref), root, depth + 1)
+        return example_value(resolve_ref(root, ref), root, depth + 1)
     if "const" in schema:
         return schema["const"]
     if "default" in schema:
@@ -108,19 +108,6 @@ def example_value(schema: Any, root: Any, depth: int = 0) -> Any:
             for name in schema.get("required", [])
         }
     return None
-
-
-def resolve_local(root: Any, ref: str) -> Any:
-    """The subschema a local `$ref` ("#/$defs/x") names inside `root`, or None."""
-    node = root
-    for token in pointer_parts(ref[1:]):
-        if isinstance(node, dict):
-            node = node.get(token)
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return None
-    return node
 
 
 def nearest_number(value: float, schema: Mapping[str, Any]) -> float:
