@@ -185,7 +185,7 @@ class _StrictWalker:
 
 def _split_union(node: dict[str, Any], types: list[str]) -> dict[str, Any]:
     """``{"type": [A, B]}`` as ``anyOf`` of one schema per type, each with its own keywords."""
-    shared = {k: node[k] for k in ("description", "title") if k in node}
+    shared: dict[str, Any] = {k: node[k] for k in ("description", "title") if k in node}
     branches = []
     for declared in types:
         keep = _COMMON.union(_BY_TYPE.get(declared, frozenset())) - {"description", "title"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 import jsonschema_rs
 from jsonschema import Draft202012Validator
@@ -268,7 +268,7 @@ def _required(node: dict[str, Any], pointer: str, run: Run) -> None:
         node["required"] = required
 
 
-def _is_names(value: Any) -> bool:
+def _is_names(value: Any) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 

@@ -131,7 +131,7 @@ def nearest_number(value: float, schema: Mapping[str, Any]) -> float:
     step = _number(schema.get("multipleOf"))
     if step:
 
-        def inside(x: float) -> bool:
+        def allowed(x: float) -> bool:
             return (
                 (low is None or x >= low)
                 and (high is None or x <= high)
@@ -141,7 +141,7 @@ def nearest_number(value: float, schema: Mapping[str, Any]) -> float:
 
         nearest = round(result / step)
         candidates = [_tidy(k * step, step) for k in (nearest, nearest + 1, nearest - 1)]
-        result = next((c for c in candidates if inside(c)), candidates[0])
+        result = next((c for c in candidates if allowed(c)), candidates[0])
     return int(result) if integer and float(result).is_integer() else result
 
 
