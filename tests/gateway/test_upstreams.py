@@ -21,7 +21,7 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from toolkeeper import CedarPolicyEngine, Principal, Proposal, ResultEnvelope, Status
+from toolkeeper import Principal, Proposal, ResultEnvelope, Status
 from toolkeeper.cli import main
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.upstreams.assessment import ToolStatus, assess
@@ -29,6 +29,7 @@ from toolkeeper.gateway.upstreams.config import UpstreamConfig, parse_upstreams
 from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
 from toolkeeper.gateway.upstreams.link import UpstreamLink, _tool_error
 from toolkeeper.gateway.upstreams.pins import PinStore
+from toolkeeper.policy import CedarPolicyEngine
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.runtime.harness import Harness
 

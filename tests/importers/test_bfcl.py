@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from toolkeeper import ToolContract, ValidationResult, apply_repairs, validate_arguments
+from toolkeeper import ToolContract, validate_arguments
 from toolkeeper.schema.document import pointer
+from toolkeeper.validation import ValidationResult, apply_repairs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bfcl"
 CATEGORIES = {

@@ -15,8 +15,9 @@ import jsonschema_rs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkeeper import ToolContract, ValidationResult, apply_repairs, validate_arguments
+from toolkeeper import ToolContract, validate_arguments
 from toolkeeper.schema.document import pointer, pointer_parts
+from toolkeeper.validation import ValidationResult, apply_repairs
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
