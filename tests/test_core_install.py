@@ -145,16 +145,22 @@ def test_help_lists_commands_whose_extra_is_missing(tmp_path: Path) -> None:
     assert "pip install 'toolkeeper[gateway]'" in result.stdout
 
 
-def test_importing_the_gateway_names_its_extra(tmp_path: Path) -> None:
+def test_importing_a_module_of_an_extra_names_the_extra(tmp_path: Path) -> None:
     result = run_without_extras(
         """
-        try:
-            import toolkeeper.gateway
-        except ModuleNotFoundError as exc:
-            print(exc.name, exc)
+        import importlib
+
+        from toolkeeper.cli import missing_extra
+
+        for module in ("toolkeeper.gateway", "toolkeeper.ledger.postgres"):
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                print(missing_extra(exc), exc)
         """,
         tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("mcp ")
-    assert "pip install 'toolkeeper[gateway]'" in result.stdout
+    gateway, postgres = result.stdout.splitlines()
+    assert gateway.startswith("gateway ") and "pip install 'toolkeeper[gateway]'" in gateway
+    assert postgres.startswith("postgres ") and "pip install 'toolkeeper[postgres]'" in postgres
