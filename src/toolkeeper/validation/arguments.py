@@ -86,10 +86,10 @@ def validate_arguments(contract: ToolContract, raw: Any) -> ValidationResult:
 _AN_OBJECT: Final = {"type": "object"}
 
 _new = object.__new__
-_set_ok = ValidationResult.ok.__set__  # type: ignore[attr-defined]
-_set_arguments = ValidationResult.arguments.__set__  # type: ignore[attr-defined]
-_set_error = ValidationResult.error.__set__  # type: ignore[attr-defined]
-_set_repairs = ValidationResult.repairs.__set__  # type: ignore[attr-defined]
+_set_ok = vars(ValidationResult)["ok"].__set__
+_set_arguments = vars(ValidationResult)["arguments"].__set__
+_set_error = vars(ValidationResult)["error"].__set__
+_set_repairs = vars(ValidationResult)["repairs"].__set__
 
 
 def _accepted(arguments: dict[str, Any]) -> ValidationResult:
