@@ -19,7 +19,7 @@ from toolkeeper.artifacts.store import (
     project_result,
 )
 from toolkeeper.contract.model import ResultProjection
-from toolkeeper.runtime.invocation import canonical_json
+from toolkeeper.schema.document import canonical_json
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 import toolkeeper
-from toolkeeper import ContractError, SideEffect, ToolContext, ToolContract, contract_of, tool
+from toolkeeper import ContractError, SideEffect, ToolContext, ToolContract, tool
+from toolkeeper.contract import contract_of
 from toolkeeper.contract.functions import context_parameters, contract_from_function, wraps_result
 
 
@@ -303,7 +304,6 @@ def test_contract_of_an_undecorated_function_says_how_to_fix_it() -> None:
 
 def test_the_package_exports_the_decorator() -> None:
     assert toolkeeper.tool is tool
-    assert toolkeeper.contract_of is contract_of
 
 
 # -- mistakes -----------------------------------------------------------------------------

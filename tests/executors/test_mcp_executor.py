@@ -20,7 +20,7 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from toolkeeper import CedarPolicyEngine, Principal, Proposal, Status, ToolContext
+from toolkeeper import Principal, Proposal, Status, ToolContext
 from toolkeeper.contract.model import Idempotency, SideEffect
 from toolkeeper.errors import ConfigError
 from toolkeeper.executors import ToolFailure
@@ -32,6 +32,7 @@ from toolkeeper.executors.mcp import (
     connect_mcp,
     register_mcp,
 )
+from toolkeeper.policy import CedarPolicyEngine
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.runtime.grants import GrantAuthority
 from toolkeeper.runtime.harness import Harness

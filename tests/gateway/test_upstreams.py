@@ -19,13 +19,14 @@ from typing import Any
 import anyio
 import pytest
 
-from toolkeeper import CedarPolicyEngine, Principal, Proposal, ResultEnvelope, Status
+from toolkeeper import Principal, Proposal, ResultEnvelope, Status
 from toolkeeper.cli import main
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.upstreams.assessment import ToolStatus, assess
 from toolkeeper.gateway.upstreams.config import UpstreamConfig, parse_upstreams
 from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
 from toolkeeper.gateway.upstreams.pins import PinStore
+from toolkeeper.policy import CedarPolicyEngine
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.runtime.harness import Harness
 

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from toolkeeper import ToolContract, ValidationResult, apply_repairs, validate_arguments
+from toolkeeper import ToolContract, validate_arguments
+from toolkeeper.schema.document import pointer
+from toolkeeper.validation import ValidationResult, apply_repairs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "bfcl"
 CATEGORIES = {
@@ -93,10 +95,6 @@ def repaired_ok(contract: ToolContract, arguments: dict[str, Any], result: Valid
     after = validate_arguments(contract, repaired)
     assert after.ok, (arguments, result.error, after.error)
     return repaired
-
-
-def pointer(name: str) -> str:
-    return "/" + name.replace("~", "~0").replace("/", "~1")
 
 
 def typo(name: str) -> str:

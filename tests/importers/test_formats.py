@@ -10,14 +10,8 @@ import pytest
 import yaml
 
 from bfcl_data import bfcl_data_dir
-from toolkeeper import (
-    CatalogError,
-    ContractError,
-    Idempotency,
-    SideEffect,
-    ToolContract,
-    load_tool_list,
-)
+from toolkeeper import CatalogError, ContractError, Idempotency, SideEffect, ToolContract
+from toolkeeper.importers import load_tool_list
 from toolkeeper.importers.formats import (
     from_anthropic_tool,
     from_bfcl_function,

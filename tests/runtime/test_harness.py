@@ -226,6 +226,7 @@ def test_resource_version_change_makes_approval_stale(tmp_path: Path, alice: Pri
     assert state["writes"] == 0
 
 
+@pytest.mark.invariant("INV-8")
 def test_policy_change_before_resume_is_applied(
     tmp_path: Path, counter: Counter, alice: Principal
 ) -> None:

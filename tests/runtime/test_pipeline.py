@@ -110,6 +110,8 @@ def test_invoke_road_writes_every_stage_once_in_order(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.invariant("INV-8")
+@pytest.mark.invariant("INV-6")
 def test_resume_road_enters_at_normalize_with_the_stored_environment(tmp_path: Path) -> None:
     """Defect: resume authorized with an empty environment, so a policy reading
     `context.environment` denied an approved call."""
@@ -133,6 +135,7 @@ def test_resume_road_enters_at_normalize_with_the_stored_environment(tmp_path: P
     assert approved and approved[0].data["grant_id"].startswith("grt_")
 
 
+@pytest.mark.invariant("INV-8")
 def test_resume_judges_the_principal_as_it_is_now(tmp_path: Path) -> None:
     runs: list[dict[str, Any]] = []
     harness = writer_harness(tmp_path, runs, ENVIRONMENT_POLICY)
@@ -162,6 +165,7 @@ def test_resume_by_another_principal_is_refused(tmp_path: Path) -> None:
         harness.resume_sync(approval_id, principal=Principal("mallory", "acme", {"docs"}))
 
 
+@pytest.mark.invariant("INV-6")
 def test_run_tool_calls_road_writes_every_stage(tmp_path: Path) -> None:
     harness = writer_harness(tmp_path, [], ENVIRONMENT_POLICY)
     response = {
@@ -326,3 +330,43 @@ def test_constructing_a_harness_does_no_io(tmp_path: Path) -> None:
 
     assert asyncio.run(use()) is Status.REJECTED
     assert (tmp_path / "async" / "ledger.db").exists()
+
+
+@pytest.mark.invariant("INV-7")
+def test_a_failing_hook_answers_with_a_category_and_leaves_a_row(tmp_path: Path) -> None:
+    """A resource-version reader or secret provider that raises is a categorized tool
+    error with its ledger row, never an exception out of `invoke`."""
+    from toolkeeper.secrets.providers import CallableSecretProvider, SecretBroker
+
+    def broken_provider(name: str) -> str:
+        raise OSError("vault unreachable")
+
+    harness = Harness(
+        home=tmp_path / "tk",
+        secrets=SecretBroker([CallableSecretProvider(broken_provider)]),
+        policy=CedarPolicyEngine(
+            policies="permit(principal, action, resource);", include_defaults=False
+        ),
+    )
+
+    def broken_reader(arguments: dict[str, Any], context: ToolContext) -> dict[str, str]:
+        raise ConnectionError("catalog down")
+
+    harness.register(
+        ToolContract(id="versioned", description="A read.", side_effect="none"),
+        executor=lambda: {"ok": True},
+        resource_version=broken_reader,
+    )
+    harness.register(
+        ToolContract(
+            id="needs_token", description="A read.", side_effect="none", credentials=["token"]
+        ),
+        executor=lambda: {"ok": True},
+    )
+    for name in ("versioned", "needs_token"):
+        envelope = harness.invoke_sync(Proposal("c", name, {}), principal=ALICE)
+        assert envelope.status is Status.FAILED
+        assert envelope.error is not None
+        assert envelope.error.category is ErrorCategory.UNAVAILABLE
+        row = harness.ledger.get(envelope.execution_meta.request_id)
+        assert row is not None and row.status == "failed"

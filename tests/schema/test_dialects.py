@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from bfcl_data import bfcl_data_dir
-from toolkeeper import CatalogError, normalize_schema
-from toolkeeper.schema.dialects import SOURCES
+from toolkeeper import CatalogError
+from toolkeeper.schema.dialects import SOURCES, normalize_schema
 
 
 def normalize(schema: dict[str, Any], source: str = "bfcl") -> tuple[dict[str, Any], list[str]]:

@@ -9,16 +9,8 @@ from typing import Any
 
 import pytest
 
-from toolkeeper import (
-    ContractError,
-    ErrorCategory,
-    FieldError,
-    Repair,
-    ToolContract,
-    ValidationResult,
-    apply_repairs,
-    validate_arguments,
-)
+from toolkeeper import ContractError, ErrorCategory, FieldError, ToolContract, validate_arguments
+from toolkeeper.validation import Repair, ValidationResult, apply_repairs
 
 WEATHER: dict[str, Any] = {
     "type": "object",

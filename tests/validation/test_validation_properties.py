@@ -15,8 +15,9 @@ import jsonschema_rs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkeeper import ToolContract, ValidationResult, apply_repairs, validate_arguments
-from toolkeeper.validation.repairs import pointer_parts
+from toolkeeper import ToolContract, validate_arguments
+from toolkeeper.schema.document import pointer, pointer_parts
+from toolkeeper.validation import ValidationResult, apply_repairs
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -160,7 +161,7 @@ def check_paths(result: ValidationResult, instance: Any) -> None:
             assert error.path == ""
         elif error.code in ("required", "dependent_required"):
             tokens = pointer_parts(error.path)
-            parent = "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens[:-1])
+            parent = pointer(*tokens[:-1])
             assert resolves(instance, parent) and not resolves(instance, error.path), error
         else:
             assert resolves(instance, error.path), error

@@ -63,12 +63,6 @@ class Notes:
         self.items.append((path, kind, detail))
 
 
-def pointer(path: str, *parts: str | int) -> str:
-    """Extend a JSON pointer, escaping '~' and '/' as RFC 6901 says."""
-    escaped = (str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-    return path + "".join("/" + p for p in escaped)
-
-
 def types_of(node: dict[str, Any]) -> list[str]:
     """The node's declared types as a list (empty when it declares none)."""
     declared = node.get("type")
@@ -77,19 +71,6 @@ def types_of(node: dict[str, Any]) -> list[str]:
     if isinstance(declared, list):
         return [t for t in declared if isinstance(t, str)]
     return []
-
-
-def resolve_local(root: dict[str, Any], ref: str) -> dict[str, Any] | None:
-    """The subschema a same-document ``#/...`` reference points at, or None."""
-    if not ref.startswith("#"):
-        return None
-    target: Any = root
-    for raw in ref[1:].lstrip("/").split("/") if ref != "#" else []:
-        key = raw.replace("~1", "/").replace("~0", "~")
-        if not isinstance(target, dict) or key not in target:
-            return None
-        target = target[key]
-    return target if isinstance(target, dict) else None
 
 
 def move_to_description(

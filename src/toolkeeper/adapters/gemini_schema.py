@@ -28,11 +28,10 @@ from toolkeeper.adapters._schema import (
     Notes,
     NotExpressible,
     move_to_description,
-    pointer,
-    resolve_local,
     types_of,
 )
 from toolkeeper.adapters.report import IssueKind
+from toolkeeper.schema.document import pointer, resolve_ref
 
 PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -88,7 +87,7 @@ class _Converter:
         node = {k: v for k, v in schema.items() if k not in META_KEYWORDS and k != "$defs"}
         if "$ref" in node:
             ref = str(node.pop("$ref"))
-            target = resolve_local(self.root, ref)
+            target = resolve_ref(self.root, ref)
             if target is None or ref in refs:
                 raise NotExpressible(
                     path, f"$ref {ref!r} cannot be inlined (recursive or external)"
@@ -145,14 +144,14 @@ class _Converter:
         self._enum(node, out, path)
         if "anyOf" in node:
             out["any_of"] = [
-                self.node(b, pointer(path, "anyOf", i), refs) for i, b in enumerate(node["anyOf"])
+                self.node(b, path + pointer("anyOf", i), refs) for i, b in enumerate(node["anyOf"])
             ]
         if concrete == ["object"]:
             self._object(node, out, path, refs)
         if concrete == ["array"]:
             if not isinstance(node.get("items"), dict):
                 raise NotExpressible(path, "an array without an 'items' schema")
-            out["items"] = self.node(node["items"], pointer(path, "items"), refs)
+            out["items"] = self.node(node["items"], path + pointer("items"), refs)
         return out
 
     def _union(
@@ -205,7 +204,7 @@ class _Converter:
             if not PARAMETER_NAME.match(name):
                 raise NotExpressible(path, f"parameter name {name!r} is not legal for Gemini")
         out["properties"] = {
-            name: self.node(sub, pointer(path, "properties", name), refs)
+            name: self.node(sub, path + pointer("properties", name), refs)
             for name, sub in properties.items()
         }
         if node.get("required"):

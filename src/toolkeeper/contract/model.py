@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from toolkeeper.errors import ContractError, ExampleError
 from toolkeeper.runtime.envelope import ErrorCategory
+from toolkeeper.schema.document import canonical_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -260,8 +261,7 @@ class ToolContract(BaseModel):
         # Cached: the pipeline reads the digest several times per call, and the contract is
         # frozen, so its content cannot change under the cache.
         data = self.model_dump(mode="json", exclude=_DIGEST_EXCLUDE)
-        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+        return "sha256:" + hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         copied = super().model_copy(update=update, deep=deep)

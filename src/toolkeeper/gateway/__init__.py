@@ -6,7 +6,18 @@ behind pins, scans and policy.
         await serve_http(server, config, on_ready=print)
 
 `toolkeeper serve CONFIG [--http HOST:PORT]` does exactly this (README "## Gateway").
+Needs the `gateway` extra (the MCP SDK and its server stack): pip install 'toolkeeper[gateway]'.
 """
+
+try:
+    import mcp  # noqa: F401
+    import uvicorn  # noqa: F401
+except ModuleNotFoundError as exc:
+    raise ModuleNotFoundError(
+        f"toolkeeper.gateway needs {exc.name!r}, which toolkeeper's core install leaves out: "
+        "pip install 'toolkeeper[gateway]'",
+        name=exc.name,
+    ) from exc
 
 from toolkeeper.gateway.app import http_app, open_gateway, serve_http, serve_stdio
 from toolkeeper.gateway.auth import PrincipalResolver, StaticTokenVerifier

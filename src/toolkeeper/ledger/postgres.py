@@ -18,9 +18,11 @@ from toolkeeper.ledger.sql import APPROVAL_COLUMNS, RECORD_COLUMNS, SQLLedger, s
 try:
     import psycopg
     from psycopg.rows import dict_row
-except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError(
-        "the PostgreSQL ledger needs psycopg 3: pip install 'toolkeeper[postgres]'"
+except ImportError as exc:
+    # ModuleNotFoundError, named, so the CLI can say which extra to install.
+    raise ModuleNotFoundError(
+        "the PostgreSQL ledger needs psycopg 3: pip install 'toolkeeper[postgres]'",
+        name=exc.name or "psycopg",
     ) from exc
 
 _SCHEMA = schema_ddl(real="DOUBLE PRECISION", blob="BYTEA", serial="BIGSERIAL PRIMARY KEY")
@@ -82,4 +84,4 @@ def _without_password(dsn: str) -> str:
     except psycopg.Error:
         return "<unparseable DSN>"
     info.pop("password", None)
-    return psycopg.conninfo.make_conninfo(**info)
+    return psycopg.conninfo.make_conninfo("", **info)

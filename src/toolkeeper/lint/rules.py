@@ -264,11 +264,6 @@ def finding(code: str, contract: str, path: str, message: str, fix: str) -> Find
     return Finding(code, RULES[code].severity, contract, path, message, fix)
 
 
-def pointer(*parts: str | int) -> str:
-    """A JSON pointer (RFC 6901) from unescaped parts."""
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-
-
 @dataclass(frozen=True, slots=True)
 class LintConfig:
     """Budgets and code selection. `select` and `ignore` take codes or prefixes (``TK3``)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from toolkeeper.contract.model import Idempotency, SideEffect, ToolContract
-from toolkeeper.lint.rules import Finding, LintConfig, finding, pointer
+from toolkeeper.lint.rules import Finding, LintConfig, finding
+from toolkeeper.schema.document import pointer
 
 
 def check_effects(contract: ToolContract, config: LintConfig) -> Iterator[Finding]:

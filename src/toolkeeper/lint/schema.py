@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkeeper.contract.model import ToolContract
-from toolkeeper.lint.rules import Finding, LintConfig, finding, pointer
+from toolkeeper.lint.rules import Finding, LintConfig, finding
+from toolkeeper.schema.document import pointer, resolve_ref
 
 _MODE_NAMES = frozenset({"mode", "action", "operation", "op"})
 _MODE_NAMES_WITH_ENUM = frozenset({"command", "cmd", "subcommand", "method"})
@@ -41,13 +42,8 @@ class _Node:
 
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     ref = schema.get("$ref")
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        return schema, None
-    target: Any = root
-    for part in ref[1:].split("/")[1:]:
-        unescaped = part.replace("~1", "/").replace("~0", "~")
-        target = target.get(unescaped) if isinstance(target, dict) else None
-    return (target, ref) if isinstance(target, dict) else (schema, None)
+    target = resolve_ref(root, ref) if isinstance(ref, str) else None
+    return (schema, None) if target is None else (target, ref)
 
 
 def _walk(

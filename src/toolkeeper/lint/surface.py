@@ -15,7 +15,8 @@ from typing import Any
 
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.contract.naming import FAMILIES, is_legal, vendor_names
-from toolkeeper.lint.rules import Finding, LintConfig, finding, pointer
+from toolkeeper.lint.rules import Finding, LintConfig, finding
+from toolkeeper.schema.document import pointer
 
 _VERB_GROUPS = (
     "get list search find fetch read query lookup look check count describe show view",

@@ -38,6 +38,7 @@ from toolkeeper.policy.decision import (
     parse_conditions,
     string_continues,
 )
+from toolkeeper.schema.document import escape
 
 if TYPE_CHECKING:
     from toolkeeper.contract.model import ToolContract
@@ -381,7 +382,7 @@ def _record(values: Mapping[Any, Any], path: str, omitted: list[str]) -> Any:
         return _OMIT
     record = {}
     for key, value in values.items():
-        where = f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+        where = f"{path}/{escape(str(key))}"
         converted = _cedar_value(value, where, omitted) if isinstance(key, str) else _OMIT
         if converted is _OMIT:
             omitted.append(where)

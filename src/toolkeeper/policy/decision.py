@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolkeeper.errors import PolicyError
+from toolkeeper.schema.document import resolve
 
 if TYPE_CHECKING:
     from toolkeeper.contract.model import ToolContract
@@ -51,7 +52,6 @@ _ORDERINGS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge,
 }
 _OPERATORS = frozenset({"==", "!=", "in", *_ORDERINGS})
-_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
 _FIELD_PATTERN = re.compile(_FIELD)
 _MISSING = object()
 
@@ -160,16 +160,7 @@ def _same(actual: Any, expected: Any) -> bool:
 def _lookup(arguments: Any, field: str) -> Any:
     if not field.startswith("/"):
         return arguments.get(field, _MISSING) if isinstance(arguments, Mapping) else _MISSING
-    node = arguments
-    for raw in field[1:].split("/"):
-        token = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and _ARRAY_INDEX.fullmatch(token) and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return _MISSING
-    return node
+    return resolve(arguments, field, _MISSING)
 
 
 def string_continues(char: str, escaped: bool) -> tuple[bool, bool]:

@@ -8,12 +8,13 @@ correlate it (seed 001, the second artifact).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from toolkeeper.schema.document import canonical_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,16 +98,6 @@ def new_id(prefix: str) -> str:
 
 def new_request_id() -> str:
     return new_id("req")
-
-
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-).encode
-
-
-def canonical_json(value: Any) -> str:
-    """Key-sorted, compact JSON: the form every digest is computed over."""
-    return _CANONICAL(value)
 
 
 def arguments_digest(arguments: dict[str, Any]) -> str:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 import jsonschema_rs
 from jsonschema import Draft202012Validator
 
 from toolkeeper.contract.model import JSON_SCHEMA_DIALECT
 from toolkeeper.errors import CatalogError
+from toolkeeper.schema.document import escape
 from toolkeeper.schema.notes import Run, move_to_description, short
 from toolkeeper.schema.type_names import normalize_type
 
@@ -105,7 +106,7 @@ def _slots(node: dict[str, Any]) -> list[tuple[Any, Any, str]]:
         if keyword in _SCHEMA_SINGLE:
             slots.append((node, keyword, f"/{keyword}"))
         elif keyword in _SCHEMA_MAPS and isinstance(value, dict):
-            slots += [(value, name, f"/{keyword}/{_escape(name)}") for name in value]
+            slots += [(value, name, f"/{keyword}/{escape(name)}") for name in value]
         elif keyword in _SCHEMA_LISTS and isinstance(value, list):
             slots += [(value, index, f"/{keyword}/{index}") for index in range(len(value))]
     return slots
@@ -252,7 +253,7 @@ def _required(node: dict[str, Any], pointer: str, run: Run) -> None:
     for name, prop in properties.items() if isinstance(properties, dict) else ():
         if not isinstance(prop, dict):
             continue
-        where = f"{pointer}/properties/{_escape(name)}"
+        where = f"{pointer}/properties/{escape(name)}"
         if isinstance(prop.get("required"), bool):
             _mark(required, name, wanted=prop.pop("required"), where=f"{where}/required", run=run)
         if "optional" in prop and (wanted := _flag(prop["optional"])) is not None:
@@ -267,7 +268,7 @@ def _required(node: dict[str, Any], pointer: str, run: Run) -> None:
         node["required"] = required
 
 
-def _is_names(value: Any) -> bool:
+def _is_names(value: Any) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
@@ -306,7 +307,7 @@ def _repair(schema: dict[str, Any], run: Run) -> None:
                 parent = parent[segment]
             if keyword_path[-1] not in parent:
                 continue  # an earlier error of this pass moved the same keyword
-            pointer = "".join(f"/{_escape(str(segment))}" for segment in keyword_path[:-1])
+            pointer = "".join(f"/{escape(str(segment))}" for segment in keyword_path[:-1])
             reason = f"not valid 2020-12 ({short(error.message, 80)})"
             move_to_description(parent, keyword_path[-1], pointer, run, reason)
 
@@ -339,7 +340,3 @@ def _compiles(pattern: Any) -> bool:
     except (re.error, TypeError):
         return False
     return True
-
-
-def _escape(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")

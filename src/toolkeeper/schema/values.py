@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from toolkeeper.validation.repairs import pointer_parts
+from toolkeeper.schema.document import resolve_ref
 
 Check = Callable[[Any, Any], bool]
 """`check(schema, value)`: does `value` satisfy `schema` (resolving `$ref` against the root)?"""
@@ -73,7 +73,7 @@ def example_value(schema: Any, root: Any, depth: int = 0) -> Any:
         return None
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#"):
-        return example_value(resolve_local(root, ref), root, depth + 1)
+        return example_value(resolve_ref(root, ref), root, depth + 1)
     if "const" in schema:
         return schema["const"]
     if "default" in schema:
@@ -110,19 +110,6 @@ def example_value(schema: Any, root: Any, depth: int = 0) -> Any:
     return None
 
 
-def resolve_local(root: Any, ref: str) -> Any:
-    """The subschema a local `$ref` ("#/$defs/x") names inside `root`, or None."""
-    node = root
-    for token in pointer_parts(ref[1:]):
-        if isinstance(node, dict):
-            node = node.get(token)
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return None
-    return node
-
-
 def nearest_number(value: float, schema: Mapping[str, Any]) -> float:
     """The number closest to `value` within the bounds and `multipleOf` of `schema`."""
     integer = isinstance(value, int) or "integer" in schema_types(schema)
@@ -144,7 +131,7 @@ def nearest_number(value: float, schema: Mapping[str, Any]) -> float:
     step = _number(schema.get("multipleOf"))
     if step:
 
-        def inside(x: float) -> bool:
+        def allowed(x: float) -> bool:
             return (
                 (low is None or x >= low)
                 and (high is None or x <= high)
@@ -154,7 +141,7 @@ def nearest_number(value: float, schema: Mapping[str, Any]) -> float:
 
         nearest = round(result / step)
         candidates = [_tidy(k * step, step) for k in (nearest, nearest + 1, nearest - 1)]
-        result = next((c for c in candidates if inside(c)), candidates[0])
+        result = next((c for c in candidates if allowed(c)), candidates[0])
     return int(result) if integer and float(result).is_integer() else result
 
 

@@ -24,7 +24,7 @@ import referencing.exceptions
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ContractError
 from toolkeeper.runtime.envelope import ErrorCategory, FieldError, ToolError
-from toolkeeper.schema.values import resolve_local
+from toolkeeper.schema.document import resolve_ref
 from toolkeeper.validation.fixes import Explanation, explain
 from toolkeeper.validation.repairs import Repair
 from toolkeeper.validation.text import Unreadable, parse_arguments
@@ -86,10 +86,10 @@ def validate_arguments(contract: ToolContract, raw: Any) -> ValidationResult:
 _AN_OBJECT: Final = {"type": "object"}
 
 _new = object.__new__
-_set_ok = ValidationResult.ok.__set__  # type: ignore[attr-defined]
-_set_arguments = ValidationResult.arguments.__set__  # type: ignore[attr-defined]
-_set_error = ValidationResult.error.__set__  # type: ignore[attr-defined]
-_set_repairs = ValidationResult.repairs.__set__  # type: ignore[attr-defined]
+_set_ok = vars(ValidationResult)["ok"].__set__
+_set_arguments = vars(ValidationResult)["arguments"].__set__
+_set_error = vars(ValidationResult)["error"].__set__
+_set_repairs = vars(ValidationResult)["repairs"].__set__
 
 
 def _accepted(arguments: dict[str, Any]) -> ValidationResult:
@@ -237,7 +237,7 @@ def _defaults_plan(schema: Any, root: Any, followed: frozenset[str]) -> _Default
     steps: list[tuple[str, Any, _DefaultsPlan | None]] = []
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#") and ref not in followed:
-        target = resolve_local(root, ref)
+        target = resolve_ref(root, ref)
         steps.extend(_defaults_plan(target, root, followed | {ref}) or ())
     for branch in schema.get("allOf", ()) if isinstance(schema.get("allOf"), list) else ():
         steps.extend(_defaults_plan(branch, root, followed) or ())

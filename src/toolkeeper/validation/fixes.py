@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkeeper.runtime.envelope import FieldError
+from toolkeeper.schema.document import pointer
 from toolkeeper.schema.values import Check, coerce, example_value, identity, nearest_number
 from toolkeeper.schema.values import schema_types as types_of
-from toolkeeper.validation.repairs import Repair, pointer
+from toolkeeper.validation.repairs import Repair
 from toolkeeper.validation.violations import MISSING, Path, Violation, resolve
 from toolkeeper.validation.wording import (
     article,
@@ -51,7 +52,7 @@ def explain(
         explainer = _EXPLAINERS.get(violation.code, _refused)
         message, expected, fix, repairs = explainer(context, violation, renames)
         error = FieldError(
-            path=pointer(violation.path), code=violation.code, message=message, expected=expected
+            path=pointer(*violation.path), code=violation.code, message=message, expected=expected
         )
         explanations.append(Explanation(error, fix, tuple(repairs)))
     return explanations
@@ -198,9 +199,9 @@ def _unknown(x: _Context, v: Violation, renames: _Renames) -> _Parts:
         known = _known_properties(v.schema)
         hint = f" (known: {', '.join(map(repr, known[:12]))})" if known else ""
         message = f"unknown property {name!r}"
-        return message, None, f"remove {name!r}{hint}", [Repair("remove", pointer(v.path))]
-    destination = pointer((*v.path[:-1], target))
-    repairs = [Repair("move", destination, from_=pointer(v.path))]
+        return message, None, f"remove {name!r}{hint}", [Repair("remove", pointer(*v.path))]
+    destination = pointer(*v.path[:-1], target)
+    repairs = [Repair("move", destination, from_=pointer(*v.path))]
     schema = v.schema.get("properties", {}).get(target, True)
     if x.valid(schema, v.value) is MISSING:
         converted = x.converted(schema, v.value, types_of(schema))
@@ -231,7 +232,7 @@ def _missing(x: _Context, v: Violation, renames: _Renames) -> _Parts:
     if value is MISSING:
         return message, expected, fix, []
     stand_in = not (isinstance(schema, dict) and "default" in schema)
-    return message, expected, fix, [Repair("add", pointer(v.path), value, placeholder=stand_in)]
+    return message, expected, fix, [Repair("add", pointer(*v.path), value, placeholder=stand_in)]
 
 
 def _items(x: _Context, v: Violation, _: _Renames) -> _Parts:
@@ -246,14 +247,14 @@ def _items(x: _Context, v: Violation, _: _Renames) -> _Parts:
                 repeats.append(index)
             seen.add(key)
         where = ", ".join(map(str, repeats))
-        removals = [Repair("remove", pointer((*v.path, i))) for i in reversed(repeats)]
+        removals = [Repair("remove", pointer(*v.path, i)) for i in reversed(repeats)]
         message = f"the items at index {where} repeat earlier items"
         return message, True, f"remove the duplicate items at index {where}", removals
     if v.code == "max_items":
         if limit is None:  # `items: false` after `prefixItems`
             limit = len(v.schema.get("prefixItems", [])) if isinstance(v.schema, dict) else 0
         extra = range(limit, len(items))
-        removals = [Repair("remove", pointer((*v.path, i))) for i in reversed(extra)]
+        removals = [Repair("remove", pointer(*v.path, i)) for i in reversed(extra)]
         message = f"has {count(len(items), 'item')}, at most {limit} allowed"
         return message, limit, f"send at most {limit} items (drop the last {len(extra)})", removals
     limit = limit or 0
@@ -261,7 +262,7 @@ def _items(x: _Context, v: Violation, _: _Renames) -> _Parts:
     filler = x.example(v.schema.get("items", True) if isinstance(v.schema, dict) else True)
     if filler is MISSING:
         return message, limit, f"send at least {limit} items", []
-    add = Repair("add", pointer((*v.path, "-")), filler, placeholder=True)
+    add = Repair("add", pointer(*v.path, "-"), filler, placeholder=True)
     fix = f"send at least {limit} items, e.g. add {show(filler)}"
     return message, limit, fix, [add] * max(0, limit - len(items))
 
@@ -304,7 +305,7 @@ def _with_example(x: _Context, v: Violation, message: str, expected: Any, fix: s
 
 
 def _replace(v: Violation, value: Any, placeholder: bool = False) -> Repair:
-    return Repair("replace", pointer(v.path), value, placeholder=placeholder)
+    return Repair("replace", pointer(*v.path), value, placeholder=placeholder)
 
 
 _EXPLAINERS: dict[str, Callable[[_Context, Violation, _Renames], _Parts]] = {

@@ -7,9 +7,11 @@ reading prose; the model reads the same fix as a sentence in `ToolError.suggeste
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from toolkeeper.schema.document import pointer_parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,18 +35,6 @@ class Repair:
         if self.op == "move":
             patch["from"] = self.from_
         return patch
-
-
-def pointer(path: Iterable[str | int]) -> str:
-    """RFC 6901 JSON pointer of `path` ('' is the whole document)."""
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
-
-
-def pointer_parts(text: str) -> list[str]:
-    """The unescaped reference tokens of an RFC 6901 pointer."""
-    if not text:
-        return []
-    return [p.replace("~1", "/").replace("~0", "~") for p in text[1:].split("/")]
 
 
 def apply_repairs(instance: Any, repairs: Sequence[Repair]) -> Any:

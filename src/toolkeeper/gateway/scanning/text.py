@@ -17,6 +17,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from toolkeeper.schema.document import pointer
+
 # What a schema may say; any other key is free text to the model and is read as such.
 _SCHEMA_KEYWORDS = frozenset(Draft202012Validator.VALIDATORS) | {
     "$schema", "$id", "$defs", "$anchor", "$dynamicAnchor", "$comment", "$vocabulary",
@@ -27,16 +29,12 @@ _SCHEMA_KEYWORDS = frozenset(Draft202012Validator.VALIDATORS) | {
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
 
-def _pointer(*parts: str | int) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-
-
 def strings(tool: Mapping[str, Any]) -> Iterator[tuple[str, str, bool]]:
     """(JSON pointer, text, is_name) for every string a model would read."""
     yield "/name", str(tool.get("name", "")), True
     for key in ("title", "description"):
         if isinstance(tool.get(key), str):
-            yield _pointer(key), tool[key], False
+            yield pointer(key), tool[key], False
     yield from _walk(tool.get("annotations"), ("annotations",), schema=False)
     for key in ("inputSchema", "outputSchema"):
         yield from _walk(tool.get(key), (key,), schema=True)
@@ -44,7 +42,7 @@ def strings(tool: Mapping[str, Any]) -> Iterator[tuple[str, str, bool]]:
 
 def _walk(node: Any, at: tuple[str | int, ...], *, schema: bool) -> Iterator[tuple[str, str, bool]]:
     if isinstance(node, str):
-        yield _pointer(*at), node, False
+        yield pointer(*at), node, False
     elif isinstance(node, list):
         for index, item in enumerate(node):
             yield from _walk(item, (*at, index), schema=schema)
@@ -53,13 +51,13 @@ def _walk(node: Any, at: tuple[str | int, ...], *, schema: bool) -> Iterator[tup
             key = str(key)
             if schema and key in _SCHEMA_MAPS and isinstance(value, dict):
                 for prop, sub in value.items():
-                    yield _pointer(*at, key, prop), str(prop), True
+                    yield pointer(*at, key, prop), str(prop), True
                     yield from _walk(sub, (*at, key, prop), schema=True)
                 continue
             if schema and key == "required":
                 continue  # the names again; already read under properties
             if schema and key not in _SCHEMA_KEYWORDS:
-                yield _pointer(*at, key), key, True
+                yield pointer(*at, key), key, True
             yield from _walk(value, (*at, key), schema=schema)
 
 
@@ -69,7 +67,7 @@ def parameters(tool: Mapping[str, Any]) -> Iterator[tuple[str, str, dict[str, An
     props = schema.get("properties") if isinstance(schema, dict) else None
     for prop, sub in (props or {}).items():
         yield (
-            _pointer("inputSchema", "properties", prop),
+            pointer("inputSchema", "properties", prop),
             str(prop),
             sub if isinstance(sub, dict) else {},
         )

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper.errors import ConfigError, ToolkeeperError
+from toolkeeper.schema.document import canonical_json
 
 PIN_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 """What a pin covers: everything about a tool that a model reads or policy authors consult.
@@ -40,14 +41,10 @@ def pinned_definition(tool: Mapping[str, Any]) -> dict[str, Any]:
     return {key: tool[key] for key in PIN_FIELDS if tool.get(key) is not None}
 
 
-def canonical(definition: Mapping[str, Any]) -> str:
-    """Key-sorted compact JSON; non-ASCII kept as is so invisible characters change the hash."""
-    return json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def pin_hash(tool: Mapping[str, Any]) -> str:
     """``sha256:<hex>`` over the canonical JSON of the pinned definition."""
-    digest = hashlib.sha256(canonical(pinned_definition(tool)).encode("utf-8")).hexdigest()
+    # Non-ASCII is kept as is, so an invisible character changes the hash.
+    digest = hashlib.sha256(canonical_json(pinned_definition(tool)).encode()).hexdigest()
     return f"sha256:{digest}"
 
 
