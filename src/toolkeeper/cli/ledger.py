@@ -133,8 +133,8 @@ def run_show(args: argparse.Namespace) -> int:
     )
     for event in events:
         offset = (event.at - record.created_at) * 1000
-        data = json.dumps(event.data, default=str) if event.data else ""
-        print(f"  +{offset:8.2f} ms  {event.stage:<16} {event.kind:<20} {data}")
+        shown = json.dumps(event.data, default=str) if event.data else ""
+        print(f"  +{offset:8.2f} ms  {event.stage:<16} {event.kind:<20} {shown}")
     if record.envelope:
         print("  envelope:")
         print("    " + json.dumps(record.envelope, default=str, indent=2).replace("\n", "\n    "))

@@ -203,7 +203,7 @@ def _load_verifier(oauth: OAuthConfig) -> TokenVerifier:
             key="http.oauth.verifier",
             value=oauth.verifier,
         )
-    return verifier  # type: ignore[no-any-return]
+    return verifier
 
 
 def http_app(

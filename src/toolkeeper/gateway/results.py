@@ -94,7 +94,8 @@ def call_result(
         content=[TextContent(type="text", text=text)],
         structured_content=dict(content) if content is not None else None,
         is_error=not envelope.ok,
-        meta=_ledger_ids(envelope),
+        # The SDK's model takes the field's name; its stub shows only the `_meta` alias.
+        meta=_ledger_ids(envelope),  # type: ignore[call-arg]
     )
 
 

@@ -340,7 +340,7 @@ async def approve(services: Services, call: Call) -> Call | Stop:
         state = "approved"
     unmet = [c for c in decision.conditions if not c.holds(request.arguments)]
     environment = Environment(
-        policy=decision.decision.value,  # type: ignore[arg-type]
+        policy=decision.decision.value,
         conditions_met=not unmet,
         approval=state,  # type: ignore[arg-type]
     )

@@ -241,7 +241,7 @@ def _reshape(error: ValidationError, root: Any) -> list[Violation]:
     return [
         Violation(
             path,
-            CODES.get(keyword, "not"),
+            CODES.get(str(keyword), "not"),
             error.validator_value,
             error.instance,
             error.schema,
@@ -305,7 +305,8 @@ def _merged_choices(branches: list[list[ValidationError]]) -> list[Any] | None:
         for e in errors:
             if e.relative_path or e.validator not in ("const", "enum"):
                 return None
-            values = [e.validator_value] if e.validator == "const" else e.validator_value
+            value: Any = e.validator_value  # jsonschema's stub types it as possibly unset
+            values = [value] if e.validator == "const" else list(value)
             choices.extend(v for v in values if v not in choices)
     return choices
 
