@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 
 import toolkeeper
 from toolkeeper import ContractError, SideEffect, ToolContext, ToolContract, contract_of, tool
-from toolkeeper.contract.functions import context_parameters, contract_from_function, wraps_result
+from toolkeeper.contract.functions import context_parameter, contract_from_function, wraps_result
 
 
 class Unit(Enum):
@@ -107,7 +107,7 @@ def test_the_input_schema_comes_from_type_hints_and_the_docstring() -> None:
 
 def test_tool_context_parameters_are_left_out_of_the_schema() -> None:
     assert "ctx" not in read_contract().input_schema["properties"]
-    assert context_parameters(get_weather) == ("ctx",)
+    assert context_parameter(get_weather) == "ctx"
 
 
 def test_every_generated_object_forbids_additional_properties() -> None:

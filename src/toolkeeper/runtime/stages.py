@@ -17,9 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-import jsonschema_rs
-
 from toolkeeper.artifacts.store import ArtifactStore, project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
 from toolkeeper.executors import Executor, ToolFailure
@@ -27,7 +24,7 @@ from toolkeeper.policy import Decision, PolicyDecision, PolicyEngine, PolicyRequ
 from toolkeeper.runtime.assess import AssessedRequest, Environment, ObservedResult, Verdict
 from toolkeeper.runtime.assess import assess_invocation as assess
 from toolkeeper.runtime.context import ToolContext
-from toolkeeper.runtime.envelope import EffectState, ErrorCategory, FieldError, Status, ToolError
+from toolkeeper.runtime.envelope import EffectState, ErrorCategory, Status, ToolError
 from toolkeeper.runtime.grants import Grant, GrantAuthority
 from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal, arguments_digest
 from toolkeeper.runtime.registry import ToolEntry
@@ -337,10 +334,6 @@ class Checked:
     error: ToolError | None = None
 
 
-def _wrap(output: Any) -> dict[str, Any]:
-    return output if isinstance(output, dict) else {"result": output}
-
-
 def _effect_state(contract: ToolContract, committed: bool | None) -> EffectState:
     if contract.is_read_only:
         return EffectState.NONE
@@ -351,9 +344,10 @@ def _effect_state(contract: ToolContract, committed: bool | None) -> EffectState
     }[committed]
 
 
-def check(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool | None) -> Checked:
+def check(entry: ToolEntry, call_id: str, outcome: Outcome, verified: bool | None) -> Checked:
     """Output schema, then read-back. A contract with a verifier is never `succeeded` until
     the read-back confirms (seed 001: no completion before verification)."""
+    contract = entry.contract
     state = _effect_state(contract, outcome.effect_committed)
     if outcome.kind != "returned":
         error = outcome.error
@@ -362,27 +356,17 @@ def check(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool
             unknown = state is EffectState.UNKNOWN
             status = Status.EFFECT_UNKNOWN if unknown else Status.FAILED
         return Checked(status, state, error=error)
-    output = _wrap(outcome.output)
-    if contract.output_schema is not None:
-        problems = _output_problems(contract.output_schema, output)
-        if problems:
-            fields = tuple(
-                FieldError(
-                    path="/" + "/".join(str(p) for p in e.path),
-                    code=str(e.validator),
-                    message=e.message,
-                )
-                for e in problems[:20]
-            )
-            error = ToolError(
-                category=ErrorCategory.INTERNAL,
-                message=f"{contract.id} returned output that does not match its output schema",
-                field_errors=fields,
-                effect_committed=None
-                if state is EffectState.UNKNOWN
-                else state is EffectState.COMMITTED,
-            )
-            return Checked(Status.FAILED, state, output=output, error=error)
+    output, problems = entry.check_output(outcome.output)
+    if problems:
+        error = ToolError(
+            category=ErrorCategory.INTERNAL,
+            message=f"{contract.id} returned output that does not match its output schema",
+            field_errors=problems,
+            effect_committed=None
+            if state is EffectState.UNKNOWN
+            else state is EffectState.COMMITTED,
+        )
+        return Checked(Status.FAILED, state, output=output, error=error)
     observed = ObservedResult(call_id, "returned", outcome.effect_committed, verified)
     verdict = assess(contract, AssessedRequest(call_id, contract.id), Environment(result=observed))
     if verdict.may_complete:
@@ -401,24 +385,6 @@ def check(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool
         effect_committed=None,
     )
     return Checked(Status.EFFECT_UNKNOWN, EffectState.UNKNOWN, output=output, error=error)
-
-
-_OUTPUT_VALIDATORS: dict[int, tuple[dict[str, Any], jsonschema_rs.Validator | None]] = {}
-
-
-def _output_problems(schema: dict[str, Any], output: dict[str, Any]) -> list[Any]:
-    """Output schema violations: a compiled fast check, details only on failure."""
-    cached = _OUTPUT_VALIDATORS.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        try:
-            fast = jsonschema_rs.validator_for(schema)
-        except (jsonschema_rs.ValidationError, ValueError):
-            fast = None
-        # Holding `schema` keeps its id from being reused while the entry lives.
-        cached = _OUTPUT_VALIDATORS[id(schema)] = (schema, fast)
-    if cached[1] is not None and cached[1].is_valid(output):
-        return []
-    return list(jsonschema.Draft202012Validator(schema).iter_errors(output))
 
 
 # -- 9. project ------------------------------------------------------------------------
