@@ -492,7 +492,7 @@ def _is_context(hint: Any, name: str) -> bool:
     if hint is ToolContext:
         return True
     if isinstance(hint, str):
-        return hint.replace(" ", "") in _CONTEXT_TEXT
+        return hint.replace(" ", "").strip("'\"") in _CONTEXT_TEXT
     origin = get_origin(hint)
     if origin is Annotated:
         return _is_context(get_args(hint)[0], name)
