@@ -536,3 +536,11 @@ def test_the_docstring_shortcut_reads_as_the_full_parse(docstring: str) -> None:
     assert [(p.arg_name, p.description) for p in fast.params] == [
         (p.arg_name, p.description) for p in full.params
     ]
+
+
+def test_an_unhashable_annotation_is_built_without_the_cache() -> None:
+    def tagged(count: Annotated[int, ["a list is metadata too"]] = 1) -> None:
+        """Tagged."""
+
+    schema = contract_from_function(tagged, side_effect="none").input_schema
+    assert schema["properties"]["count"] == {"type": "integer", "default": 1}

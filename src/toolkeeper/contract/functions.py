@@ -194,7 +194,8 @@ def tool(
     def attach(function: _F) -> _F:
         contract = contract_from_function(function, **options)
         # A bound method forwards attribute reads to its function, which is where we write.
-        getattr(function, "__func__", function).__toolkeeper_contract__ = contract
+        target: Any = getattr(function, "__func__", function)
+        target.__toolkeeper_contract__ = contract
         return function
 
     return attach(fn) if fn is not None else attach
@@ -325,7 +326,7 @@ def _typed_dict_schema(
         base, *metadata = get_args(hint) if get_origin(hint) is Annotated else (hint,)
         annotated = Annotated[(base, field, *metadata)]  # type: ignore[valid-type]
         fields[param.name] = Required[annotated] if required else NotRequired[annotated]
-    arguments = TypedDict(f"{name}_arguments", fields)  # type: ignore[operator]
+    arguments = TypedDict(f"{name}_arguments", fields)  # type: ignore[misc]
     arguments.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
     return _schema_of(arguments, what, "validation", cache=False)
 
@@ -358,15 +359,20 @@ def _schema_of(
     """A flat JSON Schema for `annotation` (a copy the caller may change): `$defs` inlined
     unless recursive, no titles. Built once per type and mode while it stays in the cache."""
     try:
-        if cache:
-            try:
-                return _copy(_cached_schema(annotation, mode))
-            except TypeError as exc:
-                if "unhashable" not in str(exc):
-                    raise
+        if cache and _hashable(annotation):
+            schema: dict[str, Any] = _copy(_cached_schema(annotation, mode))
+            return schema
         return _flat_schema(annotation, mode)
     except (PydanticSchemaGenerationError, PydanticUserError, TypeError) as exc:
         raise ContractError(f"cannot derive a JSON Schema for {what}: {exc}") from exc
+
+
+def _hashable(annotation: Any) -> bool:
+    try:
+        hash(annotation)
+    except TypeError:  # e.g. Annotated metadata holding a dict
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -413,7 +419,7 @@ def _inline(node: Any, defs: dict[str, Any], stack: frozenset[str], recursive: s
     ref = node.get("$ref")
     local = isinstance(ref, str) and ref.startswith(_DEFS)
     if local:
-        def_name = ref.removeprefix(_DEFS)
+        def_name = str(ref).removeprefix(_DEFS)
         if def_name in stack:
             recursive.add(def_name)
             result["$ref"] = ref

@@ -131,10 +131,10 @@ def compile_entry(
                 f"{contract.ref}: a contract needs an executor; pass executor=<function "
                 "or Executor> to register()"
             )
+    elif hasattr(tool, "__toolkeeper_contract__"):
+        contract, executor = contract_of(tool), executor or tool
     else:
-        contract = contract_of(tool) if hasattr(tool, "__toolkeeper_contract__") else None
-        contract = contract or ToolContract.from_function(tool)
-        executor = executor or tool
+        contract, executor = ToolContract.from_function(tool), executor or tool
     runner = _executor(contract, executor)
     contract, verifier = _verifier(contract, verifier, verifiers or {})
     if resource_version is None and contract.resource_version is not None:
