@@ -343,7 +343,10 @@ def test_a_disabled_tool_does_not_resolve_list_suggest_or_wait_for_approval(
     harness.register(versioned("2.0.0"), executor=lambda text: {})
     assert call(harness, "write_note", text="a").status is Status.PENDING_APPROVAL
 
+    harness.registry.disable("write_note@2.0.0", "withdrawn")
+    generation = harness.registry.generation
     harness.registry.disable("write_note@2.0.0", "withdrawn by its owner")
+    assert harness.registry.generation == generation  # a new reason changes no view
     assert harness.registry.disabled("write_note@2.0.0") == "withdrawn by its owner"
     latest = harness.registry.latest("write_note")
     assert latest is not None and latest.ref == "write_note@1.0.0"  # the newest served one

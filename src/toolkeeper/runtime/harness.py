@@ -146,6 +146,8 @@ class Harness:
         cached = self._views.get(key)
         if cached is not None:
             return cached
+        if any(generation != key[0] for generation, _, _ in self._views):
+            self._views.clear()  # disable/enable change the registry without register()
         if principal is None:
             contracts = self.registry.latest_contracts()
         else:

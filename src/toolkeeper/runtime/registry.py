@@ -274,8 +274,10 @@ class Registry:
         """Stop serving `ref`: it no longer resolves, lists or is suggested, so no call can
         reach its executor or wait for an approval. `reason` says why, for operators."""
         self._require(ref)
+        already = ref in self._disabled
         self._disabled[ref] = reason
-        self._changed(self._entries[ref].contract.id)
+        if not already:  # a new reason alone changes no view
+            self._changed(self._entries[ref].contract.id)
 
     def enable(self, ref: str) -> None:
         """Serve `ref` again."""
