@@ -384,7 +384,9 @@ def _flat_schema(annotation: Any, mode: Literal["validation", "serialization"]) 
     schema = TypeAdapter(annotation).json_schema(schema_generator=_ToolJsonSchema, mode=mode)
     defs = schema.pop("$defs", {})
     recursive: set[str] = set()
-    flat = _inline(_untitled(schema, _type_name(annotation)), defs, frozenset(), recursive)
+    flat: dict[str, Any] = _inline(
+        _untitled(schema, _type_name(annotation)), defs, frozenset(), recursive
+    )
     kept: dict[str, Any] = {}
     while pending := recursive - kept.keys():
         for def_name in sorted(pending):
@@ -392,7 +394,7 @@ def _flat_schema(annotation: Any, mode: Literal["validation", "serialization"]) 
             kept[def_name] = _inline(target, defs, frozenset({def_name}), recursive)
     if kept:
         flat["$defs"] = kept
-    return flat  # type: ignore[no-any-return]
+    return flat
 
 
 def _type_name(annotation: Any) -> str | None:

@@ -160,7 +160,8 @@ def _executor(contract: ToolContract, executor: Any) -> Executor:
                 f"{contract.ref}: executor {executor!r} has an `execute` that is not callable; "
                 "define `async def execute(self, arguments, context)`"
             )
-        return executor  # type: ignore[no-any-return]
+        runner: Executor = executor
+        return runner
     if not callable(executor):
         raise RegistryError(
             f"{contract.ref}: executor {executor!r} is neither a function nor an Executor; pass "
