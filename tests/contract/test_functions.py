@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 import textwrap
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Optional
 
+import docstring_parser
 import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, Field
@@ -17,7 +19,7 @@ from typing_extensions import TypedDict
 import toolkeeper
 from toolkeeper import ContractError, SideEffect, ToolContext, ToolContract, tool
 from toolkeeper.contract import contract_of
-from toolkeeper.contract.functions import context_parameters, contract_from_function, wraps_result
+from toolkeeper.contract.functions import context_parameter, contract_from_function, wraps_result
 
 
 class Unit(Enum):
@@ -108,7 +110,7 @@ def test_the_input_schema_comes_from_type_hints_and_the_docstring() -> None:
 
 def test_tool_context_parameters_are_left_out_of_the_schema() -> None:
     assert "ctx" not in read_contract().input_schema["properties"]
-    assert context_parameters(get_weather) == ("ctx",)
+    assert context_parameter(get_weather) == "ctx"
 
 
 def test_every_generated_object_forbids_additional_properties() -> None:
@@ -392,3 +394,153 @@ def test_functions_without_source_are_digested_from_their_code() -> None:
     assert digest("return abs(x)") == digest("return abs(x)")
     assert digest("return abs(x)") != digest("return hash(x)")
     assert digest("return (lambda y: y + 1)(x)") != digest("return (lambda y: y + 2)(x)")
+
+
+# -- the context parameter ----------------------------------------------------------------
+
+
+def with_optional(city: str, ctx: Optional[ToolContext] = None) -> None:  # noqa: UP045
+    """Optional, the typing way."""
+
+
+def with_union(city: str, ctx: ToolContext | None = None) -> None:
+    """A union with None."""
+
+
+def with_annotated(city: str, ctx: Annotated[ToolContext, "the context"]) -> None:
+    """Annotated."""
+
+
+@pytest.mark.parametrize("function", [with_optional, with_union, with_annotated])
+def test_every_context_form_is_one_parameter_left_out_of_the_schema(function: Any) -> None:
+    assert context_parameter(function) == "ctx"
+    schema = contract_from_function(function, side_effect="none").input_schema
+    assert list(schema["properties"]) == ["city"]
+
+
+def test_an_unresolvable_executor_annotation_is_read_as_written() -> None:
+    namespace: dict[str, Any] = {}
+    exec("def run(city: 'str', ctx: 'ToolContext | None' = None): pass", namespace)
+    assert context_parameter(namespace["run"]) == "ctx"
+
+
+def test_two_context_parameters_are_a_contract_error() -> None:
+    def both(a: ToolContext, b: ToolContext | None = None) -> None:
+        """Both."""
+
+    with pytest.raises(ContractError, match="are all annotated ToolContext; keep one"):
+        contract_from_function(both, side_effect="none")
+
+
+def test_a_union_of_the_context_and_another_type_is_a_contract_error() -> None:
+    def mixed(ctx: ToolContext | int) -> None:
+        """Mixed."""
+
+    with pytest.raises(ContractError, match="mixing ToolContext with other types"):
+        context_parameter(mixed)
+
+
+# -- return types that name no object ------------------------------------------------------
+
+
+def test_a_return_type_that_constrains_nothing_has_no_output_schema() -> None:
+    def anything() -> Any:
+        """Anything."""
+
+    assert contract_from_function(anything, side_effect="none").output_schema is None
+    assert wraps_result(anything) is False
+
+
+def test_an_optional_object_is_wrapped_in_result() -> None:
+    def maybe() -> dict[str, int] | None:
+        """Maybe."""
+
+    schema = contract_from_function(maybe, side_effect="none").output_schema
+    assert schema is not None and schema["required"] == ["result"]
+    assert wraps_result(maybe) is True
+
+
+# -- schemas assembled per type equal pydantic's whole-signature schema ----------------------
+
+
+class Shade(Enum):
+    LIGHT = "light"
+    DARK = "dark"
+
+
+def signature_plain(name: str, count: int = 3, ratio: float | None = None) -> None:
+    """Plain."""
+
+
+def signature_models(place: Place, forecast: Forecast, trees: list[Node] | None = None) -> None:
+    """Models, a TypedDict and a recursive model."""
+
+
+def signature_constrained(
+    days: Annotated[int, Field(ge=1, le=14, description="Days.")],
+    shade: Shade = Shade.DARK,
+    mode: Literal["a", "b"] = "a",
+    tags: tuple[str, ...] = ("x",),
+    place: Place | None = None,
+) -> None:
+    """Constraints, enums, literals, tuple defaults.
+
+    Args:
+        days: Overridden by the Field description.
+        shade: The shade.
+        place: Where.
+    """
+
+
+def signature_empty() -> None:
+    """No parameters."""
+
+
+@pytest.mark.parametrize(
+    "function", [signature_plain, signature_models, signature_constrained, signature_empty]
+)
+def test_the_per_type_schema_equals_the_whole_signature_schema(function: Any) -> None:
+    from toolkeeper.contract import functions
+
+    hints = functions._hints(function, function.__name__)
+    doc = functions._parse_docstring(function.__doc__ or "")
+    described = {param.arg_name: param.description for param in doc.params}
+    parameters = [
+        (param, hints[param.name]) for param in inspect.signature(function).parameters.values()
+    ]
+    assembled = functions._assembled(parameters, described, "test")
+    whole = functions._typed_dict_schema(parameters, described, function.__name__, "test")
+    assert assembled == whole
+
+
+@pytest.mark.parametrize(
+    "docstring",
+    [
+        "Count words.",
+        "Count words\nacross lines.\n\nA body.\n\nUse when: counting.\nDo not use when: not.",
+        "Count words.\n\nArgs:\n    text: The text.",
+        "Count words.\n\n:param text: The text.",
+        "Count words.\n\nParameters\n----------\ntext : str\n    The text.",
+        "Count words.\n\n@param text: The text.",
+        "Title: a colon in the first line\n\nmore text",
+    ],
+)
+def test_the_docstring_shortcut_reads_as_the_full_parse(docstring: str) -> None:
+    from toolkeeper.contract import functions
+
+    fast, full = functions._parse_docstring(docstring), docstring_parser.parse(docstring)
+    assert (fast.short_description, fast.long_description) == (
+        full.short_description,
+        full.long_description,
+    )
+    assert [(p.arg_name, p.description) for p in fast.params] == [
+        (p.arg_name, p.description) for p in full.params
+    ]
+
+
+def test_an_unhashable_annotation_is_built_without_the_cache() -> None:
+    def tagged(count: Annotated[int, ["a list is metadata too"]] = 1) -> None:
+        """Tagged."""
+
+    schema = contract_from_function(tagged, side_effect="none").input_schema
+    assert schema["properties"]["count"] == {"type": "integer", "default": 1}

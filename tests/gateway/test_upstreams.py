@@ -269,8 +269,46 @@ async def test_a_live_change_is_withheld_at_once(tmp_path: Path, era: str) -> No
         assert not federation.is_served("up.add")
         refused = await invoke(harness, "up.add", a=1, b=2)
         assert refused.error is not None
-        assert refused.error.category is ErrorCategory.STALE
+        assert refused.error.category is ErrorCategory.UNKNOWN_TOOL  # disabled: never resolves
         assert refused.error.effect_committed is False
+
+
+@pytest.mark.anyio
+async def test_a_rug_pulled_tool_is_disabled_until_reapproved_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    configs = {"up": stdio(tools={"mutate": {"side_effect": "none"}})}
+    async with federated(tmp_path, configs, CedarPolicyEngine()) as (harness, federation):
+        approve_all(federation)
+        old = await invoke(harness, "up.add", a=1, b=2)
+        assert old.status is Status.PENDING_APPROVAL  # committing: the default policy asks
+        pending = len(harness.approvals.list())
+
+        changed = await invoke(harness, "up.mutate", description="Add two integers, exactly.")
+        assert changed.status is Status.SUCCEEDED, changed
+        await until(lambda: federation.tools["up", "add"].status is ToolStatus.CHANGED)
+        assert "rug pull" in (harness.registry.disabled("up.add@0.0.0") or "")
+        assert "up.add" not in {c.id for c in harness.visible_contracts(ALICE)}
+        refused = await invoke(harness, "up.add", a=1, b=2)
+        assert refused.error is not None
+        assert refused.error.category is ErrorCategory.UNKNOWN_TOOL
+        misspelled = await invoke(harness, "up.ad", a=1, b=2)
+        assert misspelled.error is not None
+        assert "up.add" not in (misspelled.error.suggested_fix or "")
+        assert len(harness.approvals.list()) == pending  # no approval for a disabled tool
+
+        approve_all(federation)  # the operator reviewed the change: served again, no restart
+        assert harness.registry.disabled("up.add@0.0.0") is None
+        entry = harness.registry.find("up.add")
+        assert entry is not None and entry.digest == federation.tools["up", "add"].hash
+        again = await invoke(harness, "up.add", a=1, b=2)
+        assert again.status is Status.PENDING_APPROVAL, again
+
+        # The approval given for the old definition does not run the new one.
+        assert old.execution_meta is not None and old.execution_meta.approval_id is not None
+        harness.approvals.decide(old.execution_meta.approval_id, "approve", by="olga")
+        stale = await harness.resume(old.execution_meta.approval_id)
+        assert stale.error is not None and stale.error.category is ErrorCategory.STALE
 
 
 @pytest.mark.anyio

@@ -17,6 +17,7 @@ from toolkeeper.runtime import stages
 from toolkeeper.runtime.call import Call, Outcome, Services, Stop, Trail
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.invocation import new_request_id
+from toolkeeper.runtime.registry import ToolEntry
 
 ALICE = Principal("alice", "acme", frozenset({"docs"}))
 
@@ -169,10 +170,11 @@ def test_judge_never_succeeds_a_write_whose_read_back_failed() -> None:
         verifier="v",
     )
     returned = Outcome("returned", output={"ok": True}, effect_committed=True)
-    assert stages.judge(contract, "c", returned, True).status is Status.SUCCEEDED
-    refuted = stages.judge(contract, "c", returned, False)
+    entry = ToolEntry(contract, None)
+    assert stages.judge(entry, "c", returned, True).status is Status.SUCCEEDED
+    refuted = stages.judge(entry, "c", returned, False)
     assert refuted.status is Status.FAILED and refuted.effect_state is EffectState.NOT_COMMITTED
-    unknown = stages.judge(contract, "c", returned, None)
+    unknown = stages.judge(entry, "c", returned, None)
     assert unknown.status is Status.EFFECT_UNKNOWN
 
 

@@ -7,24 +7,30 @@ docstring (Google, NumPy or reST), the description from the docstring's summary 
 
 Conventions the harness relies on:
 
-- Parameters annotated `ToolContext` (also inside ``Optional`` or ``Annotated``) are not in
-  the schema; the harness passes the context there (`context_parameters`).
+- One parameter annotated `ToolContext` or ``ToolContext | None`` (also inside ``Annotated``)
+  is not in the schema; the harness passes the context there (`context_parameter`, which the
+  in-process executor uses too, so what the schema leaves out is what gets injected).
 - Every object schema generated has ``additionalProperties: false``: an argument the function
   would silently ignore hides the model's mistake, so it is rejected instead.
 - A return type whose schema is not an object is wrapped as
   ``{"type": "object", "properties": {"result": ...}}``, and the harness wraps the returned
   value likewise as ``{"result": value}`` (`wraps_result`); structured content is always an
-  object. For async functions the return annotation is the awaited value's type.
-- `implementation_digest` is sha256 over the function's source and the contract's content
-  digest, so an edit to either changes it and invalidates grants bound to the old one.
+  object. A return type that constrains nothing (``Any``, ``object``) gives no output schema.
+  For async functions the return annotation is the awaited value's type.
+- Schemas are built per parameter type and cached (bounded), so decorating thousands of
+  functions costs little more than reading their signatures.
+- `implementation_digest` is sha256 over the function's source and the contract's declared
+  content, so an edit to either changes it and invalidates grants bound to the old one.
 - The decorator returns the function itself with the contract attached as
   ``fn.__toolkeeper_contract__``; read it with `contract_of`.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
+import linecache
 import re
 import types
 from collections.abc import Callable
@@ -43,16 +49,18 @@ from typing import (
 )
 
 import docstring_parser
+from docstring_parser import rest as rest_docstring
 from pydantic import ConfigDict, Field, PydanticUserError, TypeAdapter
 from pydantic.errors import PydanticSchemaGenerationError
+from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
-from pydantic_core import PydanticUndefined
+from pydantic_core import PydanticSerializationError, PydanticUndefined, to_jsonable_python
 from typing_extensions import TypedDict
 
 from toolkeeper.contract.model import Idempotency, SideEffect, ToolContract
 from toolkeeper.errors import ContractError
 from toolkeeper.runtime.context import ToolContext
-from toolkeeper.schema.document import unescape
+from toolkeeper.schema.document import canonical_json, unescape
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -94,7 +102,7 @@ def contract_from_function(
         )
     name = id or fn.__name__
     hints = _hints(fn, name)
-    doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+    doc = _parse_docstring(inspect.getdoc(fn) or "")
     summary, use, avoid = _usage(doc)
     data: dict[str, Any] = {
         "id": name,
@@ -103,7 +111,7 @@ def contract_from_function(
         "when_to_use": when_to_use or use,
         "when_not_to_use": when_not_to_use or avoid,
         "input_schema": _input_schema(fn, name, hints, doc),
-        "output_schema": _output_schema(hints, name),
+        "output_schema": _output_schema(hints, name)[0],
         "side_effect": side_effect,
         "idempotency": idempotency,
         **contract_fields,
@@ -125,7 +133,10 @@ def contract_from_function(
             contract_id=name,
             field="version",
         )
-    digest = hashlib.sha256(_source(fn) + b"\n" + contract.content_digest().encode())
+    # The declared data, not the contract's full dump: it says the same (the contract is built
+    # from it alone) at a fraction of the cost, which matters for thousands of tools.
+    declared = canonical_json(to_jsonable_python(data))
+    digest = hashlib.sha256(_source(fn) + b"\n" + declared.encode())
     return contract.model_copy(update={"implementation_digest": "sha256:" + digest.hexdigest()})
 
 
@@ -199,19 +210,32 @@ def contract_of(fn: Callable[..., Any]) -> ToolContract:
     return contract
 
 
-def context_parameters(fn: Callable[..., Any]) -> tuple[str, ...]:
-    """Names of `fn`'s parameters the harness fills with the `ToolContext`."""
-    hints = _hints(fn, fn.__name__)
-    return tuple(name for name, hint in hints.items() if name != "return" and _is_context(hint))
+def context_parameter(fn: Callable[..., Any]) -> str | None:
+    """The name of `fn`'s parameter the harness fills with the `ToolContext`, if any: the one
+    annotated ``ToolContext`` or ``ToolContext | None`` (``Optional``, ``Annotated`` too). The
+    schema builder leaves exactly this parameter out and the in-process executor injects
+    exactly this one. Raises `ContractError` for two such parameters or a union that mixes
+    `ToolContext` with other types."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    return _context_name(name, _lenient_hints(fn))
 
 
 def wraps_result(fn: Callable[..., Any]) -> bool:
     """Whether the harness must wrap `fn`'s return value as ``{"result": value}`` to match the
     output schema (the return annotation's schema is not an object)."""
-    hints = _hints(fn, fn.__name__)
-    if "return" not in hints:
-        return False
-    return _schema_of(hints["return"], "its return type", "serialization").get("type") != "object"
+    return returned_schema(fn)[1]
+
+
+def returned_schema(fn: Callable[..., Any]) -> tuple[dict[str, Any] | None, bool]:
+    """The output schema `fn`'s return annotation gives (None without one, or when its hints
+    cannot be resolved) and whether that schema wraps the value in ``{"result": ...}``."""
+    hints = _lenient_hints(fn)
+    if isinstance(hints.get("return"), str):
+        return None, False
+    try:
+        return _output_schema(hints, getattr(fn, "__name__", type(fn).__name__))
+    except ContractError:
+        return None, False
 
 
 # -- schemas ------------------------------------------------------------------------------
@@ -221,7 +245,8 @@ def _input_schema(
     fn: Callable[..., Any], name: str, hints: dict[str, Any], doc: docstring_parser.Docstring
 ) -> dict[str, Any]:
     described = {param.arg_name: param.description for param in doc.params}
-    fields: dict[str, Any] = {}
+    context = _context_name(name, hints)
+    parameters: list[tuple[inspect.Parameter, Any]] = []
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise ContractError(
@@ -237,9 +262,61 @@ def _input_schema(
                 contract_id=name,
                 field=f"input_schema/{param.name}",
             )
-        hint = hints[param.name]
-        if _is_context(hint):
-            continue
+        if param.name != context:
+            parameters.append((param, hints[param.name]))
+    what = f"the parameters of tool {name!r}"
+    return _assembled(parameters, described, what) or _typed_dict_schema(
+        parameters, described, name, what
+    )
+
+
+def _assembled(
+    parameters: list[tuple[inspect.Parameter, Any]], described: dict[str, str | None], what: str
+) -> dict[str, Any] | None:
+    """The input schema from cached per-type schemas, as pydantic would derive it for the
+    whole signature; None where only the whole-signature build is exact (a default set in
+    ``Field``, a default with no JSON form, two types claiming one `$defs` name)."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    defs: dict[str, Any] = {}
+    for param, hint in parameters:
+        metadata = get_args(hint)[1:] if get_origin(hint) is Annotated else ()
+        fields = [m for m in metadata if isinstance(m, FieldInfo)]
+        if any(not f.is_required() or f.default_factory is not None for f in fields):
+            return None
+        schema = _schema_of(hint, what, "validation")
+        for def_name, definition in schema.pop("$defs", {}).items():
+            if defs.setdefault(def_name, definition) != definition:
+                return None
+        description = described.get(param.name)
+        if description and not any(f.description for f in fields):
+            schema["description"] = description
+        if param.default is param.empty:
+            required.append(param.name)
+        else:
+            try:
+                schema["default"] = to_jsonable_python(param.default)
+            except PydanticSerializationError:
+                return None
+        properties[param.name] = schema
+    result: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        result["required"] = required
+    result["additionalProperties"] = False
+    if defs:
+        result["$defs"] = defs
+    return result
+
+
+def _typed_dict_schema(
+    parameters: list[tuple[inspect.Parameter, Any]],
+    described: dict[str, str | None],
+    name: str,
+    what: str,
+) -> dict[str, Any]:
+    """The input schema pydantic derives for the whole signature as one TypedDict."""
+    fields: dict[str, Any] = {}
+    for param, hint in parameters:
         required = param.default is param.empty
         default = PydanticUndefined if required else param.default
         field = Field(default, description=described.get(param.name))
@@ -249,35 +326,64 @@ def _input_schema(
         fields[param.name] = Required[annotated] if required else NotRequired[annotated]
     arguments = TypedDict(f"{name}_arguments", fields)  # type: ignore[misc]
     arguments.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
-    return _schema_of(arguments, f"the parameters of tool {name!r}", "validation")
+    return _schema_of(arguments, what, "validation", cache=False)
 
 
-def _output_schema(hints: dict[str, Any], name: str) -> dict[str, Any] | None:
+def _output_schema(hints: dict[str, Any], name: str) -> tuple[dict[str, Any] | None, bool]:
+    """The output schema and whether it wraps the value as ``{"result": value}``."""
     if "return" not in hints:
-        return None
+        return None, False
     schema = _schema_of(hints["return"], f"the return type of tool {name!r}", "serialization")
+    if not schema:
+        return None, False  # Any or object: the function promises no shape to check
     if schema.get("type") == "object":
-        return schema
-    return {
+        return schema, False
+    wrapped = {
         "type": "object",
         "properties": {RESULT_KEY: schema},
         "required": [RESULT_KEY],
         "additionalProperties": False,
     }
+    return wrapped, True
 
 
 def _schema_of(
-    annotation: Any, what: str, mode: Literal["validation", "serialization"]
+    annotation: Any,
+    what: str,
+    mode: Literal["validation", "serialization"],
+    *,
+    cache: bool = True,
 ) -> dict[str, Any]:
-    """A flat JSON Schema for `annotation`: `$defs` inlined unless recursive, no titles."""
+    """A flat JSON Schema for `annotation` (a copy the caller may change): `$defs` inlined
+    unless recursive, no titles. Built once per type and mode while it stays in the cache."""
     try:
-        schema = TypeAdapter(annotation).json_schema(schema_generator=_ToolJsonSchema, mode=mode)
+        if cache and _hashable(annotation):
+            schema: dict[str, Any] = _copy(_cached_schema(annotation, mode))
+            return schema
+        return _flat_schema(annotation, mode)
     except (PydanticSchemaGenerationError, PydanticUserError, TypeError) as exc:
         raise ContractError(f"cannot derive a JSON Schema for {what}: {exc}") from exc
+
+
+def _hashable(annotation: Any) -> bool:
+    try:
+        hash(annotation)
+    except TypeError:  # e.g. Annotated metadata holding a dict
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_schema(annotation: Any, mode: Literal["validation", "serialization"]) -> dict[str, Any]:
+    return _flat_schema(annotation, mode)
+
+
+def _flat_schema(annotation: Any, mode: Literal["validation", "serialization"]) -> dict[str, Any]:
+    schema = TypeAdapter(annotation).json_schema(schema_generator=_ToolJsonSchema, mode=mode)
     defs = schema.pop("$defs", {})
     recursive: set[str] = set()
-    flat = _inline(
-        _untitled(schema, getattr(annotation, "__name__", None)), defs, frozenset(), recursive
+    flat: dict[str, Any] = _inline(
+        _untitled(schema, _type_name(annotation)), defs, frozenset(), recursive
     )
     kept: dict[str, Any] = {}
     while pending := recursive - kept.keys():
@@ -287,6 +393,21 @@ def _schema_of(
     if kept:
         flat["$defs"] = kept
     return flat
+
+
+def _type_name(annotation: Any) -> str | None:
+    """The class name pydantic titles a schema with (`Annotated` looked through)."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return getattr(annotation, "__name__", None)
+
+
+def _copy(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {key: _copy(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_copy(item) for item in node]
+    return node
 
 
 def _inline(node: Any, defs: dict[str, Any], stack: frozenset[str], recursive: set[str]) -> Any:
@@ -338,15 +459,76 @@ def _hints(fn: Callable[..., Any], name: str) -> dict[str, Any]:
         ) from exc
 
 
-def _is_context(hint: Any) -> bool:
+def _lenient_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Resolved hints where they resolve, else the annotations as written (strings under
+    ``from __future__ import annotations``): an executor function need not be a `@tool`."""
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
+    try:
+        return get_type_hints(target, include_extras=True)
+    except Exception:  # any failure to evaluate a user's annotation means: read them as written
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return {}
+        return {
+            name: param.annotation
+            for name, param in signature.parameters.items()
+            if param.annotation is not param.empty
+        }
+
+
+_CONTEXT_TEXT = {"ToolContext", "ToolContext|None", "None|ToolContext", "Optional[ToolContext]"}
+
+
+def _context_name(name: str, hints: dict[str, Any]) -> str | None:
+    found = [
+        param for param, hint in hints.items() if param != "return" and _is_context(hint, name)
+    ]
+    if len(found) > 1:
+        raise ContractError(
+            f"{name!r}: parameters {', '.join(found)} are all annotated ToolContext; keep one, "
+            "the harness passes one context per call",
+            contract_id=name,
+            field=f"input_schema/{found[1]}",
+        )
+    return found[0] if found else None
+
+
+def _is_context(hint: Any, name: str) -> bool:
     if hint is ToolContext:
         return True
+    if isinstance(hint, str):
+        return hint.replace(" ", "").strip("'\"") in _CONTEXT_TEXT
     origin = get_origin(hint)
     if origin is Annotated:
-        return _is_context(get_args(hint)[0])
+        return _is_context(get_args(hint)[0], name)
     if origin is Union or origin is types.UnionType:
-        return any(_is_context(arg) for arg in get_args(hint))
+        others = [arg for arg in get_args(hint) if arg is not type(None)]
+        if not any(_is_context(arg, name) for arg in others):
+            return False
+        if len(others) > 1:
+            raise ContractError(
+                f"{name!r}: a parameter is annotated {hint}, mixing ToolContext with other "
+                "types; annotate it `ToolContext` or `ToolContext | None` (the harness fills "
+                "it) and take other values in separate parameters",
+                contract_id=name,
+            )
+        return True
     return False
+
+
+_SECTION_LINE = re.compile(r"^\s*(?::|@|-{2,}\s*$|[A-Za-z][\w ]*:\s*$)", re.MULTILINE)
+"""A line that could open a section in some docstring style: reST ``:param``, Epydoc
+``@param``, a NumPy underline, a Google ``Args:`` title."""
+
+
+def _parse_docstring(text: str) -> docstring_parser.Docstring:
+    """`docstring_parser.parse`, skipping its try-every-style search for a docstring no style
+    can find sections in: there every style finds none and the search returns the reST
+    reading, which is what is parsed directly here."""
+    if _SECTION_LINE.search(text):
+        return docstring_parser.parse(text)
+    return rest_docstring.parse(text)
 
 
 def _usage(doc: docstring_parser.Docstring) -> tuple[str, str | None, str | None]:
@@ -375,12 +557,24 @@ def _usage(doc: docstring_parser.Docstring) -> tuple[str, str | None, str | None
 
 
 def _source(fn: Callable[..., Any]) -> bytes:
-    """The function's source, or for functions without one (exec, REPL) its compiled code."""
+    """The function's source lines, or for functions without one (exec, REPL) its compiled
+    code. The lines come from the code's own positions rather than `inspect.getsource`, which
+    tokenizes the file again for every function."""
     target = inspect.unwrap(getattr(fn, "__func__", fn))
-    try:
-        return inspect.getsource(target).encode()
-    except (OSError, TypeError):
-        return _code_bytes(target.__code__)
+    code: types.CodeType = target.__code__
+    lines = linecache.getlines(code.co_filename, getattr(target, "__globals__", None))
+    last = _last_line(code)
+    if lines and last is not None and last <= len(lines):
+        return "".join(lines[code.co_firstlineno - 1 : last]).encode()
+    return _code_bytes(code)
+
+
+def _last_line(code: types.CodeType) -> int | None:
+    ends = [end for _, end, _, _ in code.co_positions() if end is not None]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType) and (nested := _last_line(const)) is not None:
+            ends.append(nested)
+    return max(ends, default=None)
 
 
 def _code_bytes(code: types.CodeType) -> bytes:

@@ -36,8 +36,30 @@ if TYPE_CHECKING:
 
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+    r"(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
 )
+SemverKey = tuple[int, int, int, int, tuple[tuple[int, int, str], ...]]
+"""A sort key whose order is semver precedence (`semver_key`)."""
+
+
+def semver_key(version: str | None) -> SemverKey:
+    """Ascending semver 2.0.0 precedence of `version` (None counts as 0.0.0); the one ordering
+    of versions in toolkeeper. A release outranks its pre-releases; pre-release identifiers
+    compare left to right, numeric ones numerically and below alphanumeric ones, and a shorter
+    run of equal identifiers ranks lower (`1.0.0-rc.2` < `1.0.0-rc.10` < `1.0.0`). Build
+    metadata is ignored, as semver says."""
+    match = SEMVER.match(version or "0.0.0")
+    if match is None:
+        raise ValueError(f"{version!r} is not semver; write it as MAJOR.MINOR.PATCH")
+    major, minor, patch, pre = match.groups()
+    identifiers = (
+        tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in pre.split("."))
+        if pre
+        else ()
+    )
+    return (int(major), int(minor), int(patch), 0 if pre else 1, identifiers)
+
+
 CONTRACT_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,199}$")
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolkeeper.contract.model import ToolContract
+from toolkeeper.contract.model import ToolContract, semver_key
 from toolkeeper.errors import ConfigError
 
 FAMILIES = ("openai", "anthropic", "gemini", "mcp")
@@ -131,16 +131,5 @@ def _keeper(refs: list[str], by_ref: dict[str, ToolContract], family: str, name:
     """The ref that keeps `name` among those claiming it (see `vendor_names`)."""
     unmapped = [ref for ref in refs if _view_name(by_ref[ref], family) == name]
     pool = unmapped or refs
-    newest = max(_semver_key(by_ref[ref].version) for ref in pool)
-    return min(ref for ref in pool if _semver_key(by_ref[ref].version) == newest)
-
-
-def _semver_key(version: str | None) -> tuple[int, int, int, int, tuple[tuple[int, int, str], ...]]:
-    """Ascending semver precedence; build metadata is ignored, as semver says."""
-    core, _, pre = (version or "0.0.0").split("+", 1)[0].partition("-")
-    major, minor, patch = (int(part) for part in core.split("."))
-    # A release outranks its pre-releases; numeric identifiers rank below alphanumeric ones.
-    identifiers = tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in pre.split(".") if pre
-    )
-    return (major, minor, patch, 0 if pre else 1, identifiers)
+    newest = max(semver_key(by_ref[ref].version) for ref in pool)
+    return min(ref for ref in pool if semver_key(by_ref[ref].version) == newest)

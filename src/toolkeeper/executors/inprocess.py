@@ -10,23 +10,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, get_type_hints
+from typing import Any
 
 import anyio.to_thread
 
+from toolkeeper.contract.functions import context_parameter
 from toolkeeper.runtime.context import ToolContext
-
-
-def _context_parameter(fn: Callable[..., Any]) -> str | None:
-    try:
-        hints = get_type_hints(fn)
-    except Exception:
-        hints = {}
-    for name, param in inspect.signature(fn).parameters.items():
-        annotation = hints.get(name, param.annotation)
-        if annotation is ToolContext or annotation == "ToolContext":
-            return name
-    return None
 
 
 class FunctionExecutor:
@@ -36,16 +25,20 @@ class FunctionExecutor:
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
-        self._is_async = inspect.iscoroutinefunction(fn)
-        self._context_param = _context_parameter(fn)
+        # A callable object with `async def __call__` is as async as a coroutine function.
+        self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            type(fn).__call__
+        )
+        self.context_parameter = context_parameter(fn)
+        """The parameter that receives the `ToolContext` (the one the schema leaves out)."""
 
     def __repr__(self) -> str:
         return f"FunctionExecutor({getattr(self.fn, '__qualname__', self.fn)!r})"
 
     async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         kwargs = dict(arguments)
-        if self._context_param is not None:
-            kwargs[self._context_param] = context
+        if self.context_parameter is not None:
+            kwargs[self.context_parameter] = context
         if self._is_async:
             return await self.fn(**kwargs)
         # abandon_on_cancel: a timed-out thread is left to finish; its effect is unknown.

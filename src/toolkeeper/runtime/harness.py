@@ -22,12 +22,10 @@ from typing import Any
 import anyio.to_thread
 
 from toolkeeper.artifacts.store import ArtifactStore
-from toolkeeper.contract.functions import contract_of
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.contract.naming import vendor_names
-from toolkeeper.errors import ApprovalError, RegistryError, ToolkeeperError
+from toolkeeper.errors import ApprovalError, ToolkeeperError
 from toolkeeper.executors import Executor
-from toolkeeper.executors.inprocess import FunctionExecutor
 from toolkeeper.ledger import ApprovalStatus, InvocationRecord, Ledger, RecordState
 from toolkeeper.ledger.sqlite import SQLiteLedger
 from toolkeeper.policy import CedarPolicyEngine, PolicyEngine
@@ -45,7 +43,13 @@ from toolkeeper.runtime.envelope import (
 from toolkeeper.runtime.grants import GrantAuthority
 from toolkeeper.runtime.invocation import Principal, Proposal, new_request_id
 from toolkeeper.runtime.recording import base_record, envelope_for_record, recover
-from toolkeeper.runtime.registry import Registry, ResourceVersionReader, ToolEntry, Verifier
+from toolkeeper.runtime.registry import (
+    Registry,
+    ResourceVersionReader,
+    ToolEntry,
+    Verifier,
+    compile_entry,
+)
 from toolkeeper.secrets.providers import SecretBroker, default_broker
 
 HOOK_TIMEOUT = 30.0
@@ -188,29 +192,16 @@ class Harness:
     ) -> ToolContract:
         """Add a tool: a function (decorated with `@tool` or not) or a contract plus its
         executor. Returns the registered contract."""
-        if isinstance(tool, ToolContract):
-            contract = tool
-            if executor is None:
-                raise RegistryError(
-                    f"{contract.ref}: a contract needs an executor; pass executor=<function "
-                    "or Executor> to register()"
-                )
-        else:
-            contract = contract_of(tool) if hasattr(tool, "__toolkeeper_contract__") else None
-            contract = contract or ToolContract.from_function(tool)
-            executor = executor or tool
-        if not hasattr(executor, "execute"):
-            executor = FunctionExecutor(executor)  # type: ignore[arg-type]
-        if verifier is None and contract.verifier is not None:
-            verifier = self._verifiers.get(contract.verifier)
-            if verifier is None:
-                raise RegistryError(
-                    f"{contract.ref} names verifier {contract.verifier!r}, which is not "
-                    "registered; pass verifier=... or call register_verifier() first"
-                )
-        self.registry.add(ToolEntry(contract, executor, verifier, resource_version))  # type: ignore[arg-type]
+        entry = compile_entry(
+            tool,
+            executor=executor,
+            verifier=verifier,
+            resource_version=resource_version,
+            verifiers=self._verifiers,
+        )
+        self.registry.add(entry)
         self._views.clear()
-        return contract
+        return entry.contract
 
     def register_verifier(self, name: str, verifier: Verifier) -> None:
         """Make a read-back verifier available to contracts that name it."""
@@ -232,6 +223,8 @@ class Harness:
         cached = self._views.get(key)
         if cached is not None:
             return cached
+        if any(generation != key[0] for generation, _, _ in self._views):
+            self._views.clear()  # disable/enable change the registry without register()
         if principal is None:
             contracts = self.registry.latest_contracts()
         else:
@@ -253,7 +246,7 @@ class Harness:
         return names
 
     def _all_refs(self) -> list[str]:
-        return sorted(self.registry._entries)
+        return self.registry.refs()
 
     def lookup(self, proposal: Proposal, principal: Principal | None = None) -> ToolContract | None:
         """The contract a proposal's name resolves to (as the resolve stage would)."""

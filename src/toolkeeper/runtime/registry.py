@@ -1,18 +1,33 @@
-"""The registry: contracts by id@version, each with its executor and read-back hooks.
+"""The registry: compiled tool entries by id@version, each of which can be disabled.
+
+`compile_entry` turns what `Harness.register` was given into a frozen `ToolEntry` once: the
+contract (with the verifier it really runs), its ref and digest, the executor, the read-back
+hooks, the context parameter, how output is serialized and the compiled output validator.
+Anything that does not fit together is refused there, with the fix, not found on a call.
 
 Several versions of one tool live side by side, so a call approved against 1.0.0 can still be
-checked against exactly that version after 2.0.0 is registered (seed 000 §11).
+checked against exactly that version after 2.0.0 is registered (seed 000 §11). A disabled
+entry (a withdrawn or unapproved upstream tool) stays registered but does not resolve, is in
+no listing and no suggestion, until it is enabled again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from toolkeeper.contract.model import SEMVER, ToolContract
+import jsonschema
+import jsonschema_rs
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from toolkeeper.contract.functions import RESULT_KEY, contract_of, returned_schema
+from toolkeeper.contract.model import ToolContract, semver_key
 from toolkeeper.errors import RegistryError
 from toolkeeper.executors import Executor
+from toolkeeper.executors.inprocess import FunctionExecutor
+from toolkeeper.runtime.envelope import FieldError
 
 Verifier = Callable[..., Any]
 """`verifier(arguments, context) -> bool | None` (may be async): read back whether the
@@ -22,53 +37,262 @@ ResourceVersionReader = Callable[..., Any]
 """`reader(arguments, context) -> dict[str, str]` (may be async): the current versions of
 the resources a call would change, compared again before an approved call resumes."""
 
+_MAX_FIELD_ERRORS = 20
+
 
 @dataclass(frozen=True, slots=True)
 class ToolEntry:
+    """One registered tool at one version, compiled: every fact the pipeline needs about it."""
+
     contract: ToolContract
     executor: Executor | None
     verifier: Verifier | None = None
     resource_version: ResourceVersionReader | None = None
+    context_parameter: str | None = None
+    """The executor function's parameter that receives the `ToolContext`, if any."""
+    wraps_result: bool = False
+    """Output is always wrapped as ``{"result": value}`` (the function's return type is not an
+    object); otherwise a dict is the output as is and anything else is wrapped."""
+    ref: str = field(init=False)
+    digest: str = field(init=False)
+    _fast_validator: jsonschema_rs.Validator | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        contract = self.contract
+        object.__setattr__(self, "ref", contract.ref)
+        object.__setattr__(self, "digest", contract.digest())
+        fast = None
+        if contract.output_schema is not None:
+            try:
+                fast = jsonschema_rs.validator_for(contract.output_schema)
+            except (jsonschema_rs.ValidationError, ValueError):
+                fast = None  # a schema the Rust validator cannot compile is checked in Python
+        object.__setattr__(self, "_fast_validator", fast)
+
+    def check_output(self, value: Any) -> tuple[dict[str, Any] | None, tuple[FieldError, ...]]:
+        """What the executor returned as structured content (`serialize_output`) and how it
+        breaks the output schema (`output_errors`); None when it has no JSON form."""
+        try:
+            output = self.serialize_output(value)
+        except (PydanticSerializationError, ValueError, TypeError) as exc:
+            problem = FieldError(
+                path="",
+                code="serialization",
+                message=f"returned {type(value).__name__}, which has no JSON form: {exc}",
+                expected="JSON values, pydantic models, dataclasses or TypedDicts",
+            )
+            return None, (problem,)
+        return output, self.output_errors(output)
+
+    def serialize_output(self, value: Any) -> dict[str, Any]:
+        """`value` as JSON-compatible structured content: pydantic models, dataclasses,
+        enums, tuples, sets and dates become JSON values, then a non-object is wrapped in
+        ``{"result": ...}``. Raises `PydanticSerializationError` for a value with no JSON
+        form."""
+        output = to_jsonable_python(value)
+        if self.wraps_result or not isinstance(output, dict):
+            return {RESULT_KEY: output}
+        return output
+
+    def output_errors(self, output: dict[str, Any]) -> tuple[FieldError, ...]:
+        """Violations of the output schema: the compiled check first, details only on
+        failure."""
+        schema = self.contract.output_schema
+        if schema is None:
+            return ()
+        if self._fast_validator is not None and self._fast_validator.is_valid(output):
+            return ()
+        errors = jsonschema.Draft202012Validator(schema).iter_errors(output)
+        return tuple(
+            FieldError(
+                path="/" + "/".join(str(part) for part in error.path),
+                code=str(error.validator),
+                message=error.message,
+            )
+            for _, error in zip(range(_MAX_FIELD_ERRORS), errors, strict=False)
+        )
 
 
-def _semver_key(version: str | None) -> tuple[int, int, int, int, str]:
-    match = SEMVER.match(version or "0.0.0")
-    if match is None:
-        return (0, 0, 0, 0, version or "")
-    major, minor, patch = (int(g) for g in match.groups()[:3])
-    release = 0 if "-" in (version or "") else 1
-    return (major, minor, patch, release, version or "")
+def compile_entry(
+    tool: Callable[..., Any] | ToolContract,
+    *,
+    executor: Executor | Callable[..., Any] | None = None,
+    verifier: Verifier | None = None,
+    resource_version: ResourceVersionReader | None = None,
+    verifiers: Mapping[str, Verifier] | None = None,
+) -> ToolEntry:
+    """The entry `Harness.register` adds: a function (decorated with `@tool` or not) or a
+    contract plus its executor. `verifiers` are those registered by name. Raises
+    `RegistryError` (or `ContractError` from the function's signature) saying the fix."""
+    if isinstance(tool, ToolContract):
+        contract = tool
+        if executor is None:
+            raise RegistryError(
+                f"{contract.ref}: a contract needs an executor; pass executor=<function "
+                "or Executor> to register()"
+            )
+    elif hasattr(tool, "__toolkeeper_contract__"):
+        contract, executor = contract_of(tool), executor or tool
+    else:
+        contract, executor = ToolContract.from_function(tool), executor or tool
+    runner = _executor(contract, executor)
+    contract, verifier = _verifier(contract, verifier, verifiers or {})
+    if resource_version is None and contract.resource_version is not None:
+        raise RegistryError(
+            f"{contract.ref} names resource-version reader {contract.resource_version!r}, but "
+            "none was given; pass resource_version=<function(arguments, context)> to register()"
+        )
+    _require_callable(contract, resource_version, "resource_version")
+    context, wraps = None, False
+    if isinstance(runner, FunctionExecutor):
+        context = runner.context_parameter
+        _check_parameters(contract, runner.fn, context)
+        if contract.output_schema is not None:
+            schema, wraps = returned_schema(runner.fn)
+            wraps = wraps and schema == contract.output_schema
+    return ToolEntry(contract, runner, verifier, resource_version, context, wraps)
+
+
+def _executor(contract: ToolContract, executor: Any) -> Executor:
+    if hasattr(executor, "execute"):
+        if not callable(executor.execute):
+            raise RegistryError(
+                f"{contract.ref}: executor {executor!r} has an `execute` that is not callable; "
+                "define `async def execute(self, arguments, context)`"
+            )
+        runner: Executor = executor
+        return runner
+    if not callable(executor):
+        raise RegistryError(
+            f"{contract.ref}: executor {executor!r} is neither a function nor an Executor; pass "
+            "a function taking the tool's arguments, or an object with "
+            "`async def execute(self, arguments, context)`"
+        )
+    return FunctionExecutor(executor)
+
+
+def _verifier(
+    contract: ToolContract, verifier: Verifier | None, verifiers: Mapping[str, Verifier]
+) -> tuple[ToolContract, Verifier | None]:
+    """The contract and the verifier it runs, as one fact: a verifier given without a name in
+    the contract is written into the contract, so the check stage gates success on it."""
+    named = contract.verifier
+    _require_callable(contract, verifier, "verifier")
+    if verifier is None:
+        if named is None:
+            return contract, None
+        found = verifiers.get(named)
+        if found is None:
+            raise RegistryError(
+                f"{contract.ref} names verifier {named!r}, which is not registered; pass "
+                "verifier=... or call register_verifier() first"
+            )
+        return contract, found
+    if named is None:
+        name = getattr(verifier, "__qualname__", None) or type(verifier).__qualname__
+        return contract.model_copy(update={"verifier": name}), verifier
+    registered = verifiers.get(named)
+    if registered is not None and registered is not verifier:
+        raise RegistryError(
+            f"{contract.ref} names verifier {named!r}, but register() was given another "
+            f"function ({_name(verifier)}); drop verifier=... to use the registered "
+            f"{named!r}, or name this one in the contract"
+        )
+    return contract, verifier
+
+
+def _require_callable(contract: ToolContract, hook: Any, kind: str) -> None:
+    if hook is not None and not callable(hook):
+        raise RegistryError(
+            f"{contract.ref}: {kind}={hook!r} is not callable; pass a function "
+            "(arguments, context), sync or async"
+        )
+
+
+def _check_parameters(contract: ToolContract, fn: Callable[..., Any], context: str | None) -> None:
+    """Every input field must have a parameter to land in, or each call fails in the tool."""
+    fields = contract.input_schema.get("properties")
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to compare
+        return
+    if not isinstance(fields, dict):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return
+    named = {
+        name
+        for name, p in parameters.items()
+        if name != context and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    missing = sorted(set(fields) - named)
+    if missing:
+        raise RegistryError(
+            f"{contract.ref}: executor {_name(fn)} has no parameter for input field(s) "
+            f"{', '.join(missing)}; add them to its signature (or **kwargs), or remove them "
+            "from the input schema"
+        )
+
+
+def _name(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or repr(fn))
 
 
 class Registry:
-    """Contracts keyed by `id@version`; `latest(id)` picks the highest semver."""
+    """Compiled entries keyed by `id@version`; `latest(id)` is the highest enabled semver.
+
+    Only enabled entries resolve (`get`, `latest`, `find`, `refs`, `latest_contracts`);
+    `disabled(ref)` says why one does not.
+    """
 
     def __init__(self) -> None:
         self._entries: dict[str, ToolEntry] = {}
-        self._latest: dict[str, str] = {}
+        self._versions: dict[str, set[str]] = {}  # id → every registered ref
+        self._disabled: dict[str, str] = {}  # ref → reason
+        self._latest: dict[str, str] = {}  # id → ref of the highest enabled version
         self.generation = 0
         """Bumped on every change, so caches of rendered views know when to rebuild."""
 
     def add(self, entry: ToolEntry) -> None:
-        ref = entry.contract.ref
+        """Register `entry`. The same content again is a no-op; different content under a
+        registered ref is refused, unless that ref is disabled (a withdrawn definition is
+        replaced, and stays disabled until `enable`)."""
+        ref = entry.ref
         existing = self._entries.get(ref)
-        if existing is not None and existing.contract.digest() != entry.contract.digest():
+        replaced = existing is not None and _content(existing) != _content(entry)
+        if replaced and ref not in self._disabled:
+            assert existing is not None
             raise RegistryError(
                 f"{ref} is already registered with different content "
-                f"({existing.contract.digest()[:19]} vs {entry.contract.digest()[:19]}); "
+                f"({existing.digest[:19]} vs {entry.digest[:19]}); "
                 "a changed tool needs a new version"
             )
         self._entries[ref] = entry
-        tool_id = entry.contract.id
-        current = self._latest.get(tool_id)
-        if current is None or _semver_key(entry.contract.version) >= _semver_key(
-            self._entries[current].contract.version
-        ):
-            self._latest[tool_id] = ref
-        self.generation += 1
+        self._versions.setdefault(entry.contract.id, set()).add(ref)
+        self._changed(entry.contract.id)
+
+    def disable(self, ref: str, reason: str) -> None:
+        """Stop serving `ref`: it no longer resolves, lists or is suggested, so no call can
+        reach its executor or wait for an approval. `reason` says why, for operators."""
+        self._require(ref)
+        already = ref in self._disabled
+        self._disabled[ref] = reason
+        if not already:  # a new reason alone changes no view
+            self._changed(self._entries[ref].contract.id)
+
+    def enable(self, ref: str) -> None:
+        """Serve `ref` again."""
+        self._require(ref)
+        if self._disabled.pop(ref, None) is not None:
+            self._changed(self._entries[ref].contract.id)
+
+    def disabled(self, ref: str) -> str | None:
+        """Why `ref` is disabled, or None when it is served (or unknown)."""
+        return self._disabled.get(ref)
 
     def get(self, ref: str) -> ToolEntry | None:
-        return self._entries.get(ref)
+        """The enabled entry registered as `ref`."""
+        return None if ref in self._disabled else self._entries.get(ref)
 
     def latest(self, tool_id: str) -> ToolEntry | None:
         ref = self._latest.get(tool_id)
@@ -76,10 +300,37 @@ class Registry:
 
     def find(self, name: str) -> ToolEntry | None:
         """By `id@version`, else the latest version of `id`."""
-        return self._entries.get(name) or self.latest(name)
+        return self.get(name) or self.latest(name)
+
+    def refs(self) -> list[str]:
+        """Every enabled ref, sorted."""
+        return sorted(ref for ref in self._entries if ref not in self._disabled)
 
     def latest_contracts(self) -> list[ToolContract]:
         return [self._entries[ref].contract for ref in sorted(self._latest.values())]
 
+    def __contains__(self, ref: object) -> bool:
+        """Whether `ref` is registered, enabled or not."""
+        return ref in self._entries
+
     def __len__(self) -> int:
         return len(self._entries)
+
+    def _require(self, ref: str) -> None:
+        if ref not in self._entries:
+            raise RegistryError(f"{ref} is not registered; register() it first")
+
+    def _changed(self, tool_id: str) -> None:
+        enabled = [ref for ref in self._versions[tool_id] if ref not in self._disabled]
+        if enabled:
+            self._latest[tool_id] = max(
+                enabled, key=lambda ref: (semver_key(self._entries[ref].contract.version), ref)
+            )
+        else:
+            self._latest.pop(tool_id, None)
+        self.generation += 1
+
+
+def _content(entry: ToolEntry) -> tuple[str, str]:
+    # The implementation digest alone misses contract edits made at registration (a verifier).
+    return entry.digest, entry.contract.content_digest()

@@ -25,8 +25,6 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-import jsonschema
-import jsonschema_rs
 
 from toolkeeper.artifacts.store import project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
@@ -42,7 +40,6 @@ from toolkeeper.runtime.envelope import (
     EffectState,
     ErrorCategory,
     ExecutionMeta,
-    FieldError,
     ResultEnvelope,
     Status,
     ToolError,
@@ -670,7 +667,7 @@ async def check(services: Services, call: Call) -> Call | Stop:
     verified = None
     if outcome.kind == "returned" and entry.verifier is not None:
         verified = await _verify(services, call)
-    checked = judge(entry.contract, call.request.call_id, outcome, verified)
+    checked = judge(entry, call.request.call_id, outcome, verified)
     call.trail.add("check", checked.status.value, effect_state=checked.effect_state.value)
     call.checked = checked
     return call
@@ -702,10 +699,6 @@ async def read_back(
     return verified if verified in (True, False) else None
 
 
-def _wrap(output: Any) -> dict[str, Any]:
-    return output if isinstance(output, dict) else {"result": output}
-
-
 def _effect_state(contract: ToolContract, committed: bool | None) -> EffectState:
     if contract.is_read_only:
         return EffectState.NONE
@@ -716,8 +709,9 @@ def _effect_state(contract: ToolContract, committed: bool | None) -> EffectState
     }[committed]
 
 
-def judge(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool | None) -> Checked:
+def judge(entry: ToolEntry, call_id: str, outcome: Outcome, verified: bool | None) -> Checked:
     """The check stage's rules over an outcome and a read-back, without I/O."""
+    contract = entry.contract
     state = _effect_state(contract, outcome.effect_committed)
     if outcome.kind != "returned":
         error = outcome.error
@@ -726,27 +720,17 @@ def judge(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool
             unknown = state is EffectState.UNKNOWN
             status = Status.EFFECT_UNKNOWN if unknown else Status.FAILED
         return Checked(status, state, error=error)
-    output = _wrap(outcome.output)
-    if contract.output_schema is not None:
-        problems = _output_problems(contract.output_schema, output)
-        if problems:
-            fields = tuple(
-                FieldError(
-                    path="/" + "/".join(str(p) for p in e.path),
-                    code=str(e.validator),
-                    message=e.message,
-                )
-                for e in problems[:20]
-            )
-            error = ToolError(
-                category=ErrorCategory.INTERNAL,
-                message=f"{contract.id} returned output that does not match its output schema",
-                field_errors=fields,
-                effect_committed=None
-                if state is EffectState.UNKNOWN
-                else state is EffectState.COMMITTED,
-            )
-            return Checked(Status.FAILED, state, output=output, error=error)
+    output, problems = entry.check_output(outcome.output)
+    if problems:
+        error = ToolError(
+            category=ErrorCategory.INTERNAL,
+            message=f"{contract.id} returned output that does not match its output schema",
+            field_errors=problems,
+            effect_committed=None
+            if state is EffectState.UNKNOWN
+            else state is EffectState.COMMITTED,
+        )
+        return Checked(Status.FAILED, state, output=output, error=error)
     observed = ObservedResult(call_id, "returned", outcome.effect_committed, verified)
     verdict = assess(contract, AssessedRequest(call_id, contract.id), Environment(result=observed))
     if verdict.may_complete:
@@ -765,24 +749,6 @@ def judge(contract: ToolContract, call_id: str, outcome: Outcome, verified: bool
         effect_committed=None,
     )
     return Checked(Status.EFFECT_UNKNOWN, EffectState.UNKNOWN, output=output, error=error)
-
-
-_OUTPUT_VALIDATORS: dict[int, tuple[dict[str, Any], jsonschema_rs.Validator | None]] = {}
-
-
-def _output_problems(schema: dict[str, Any], output: dict[str, Any]) -> list[Any]:
-    """Output schema violations: a compiled fast check, details only on failure."""
-    cached = _OUTPUT_VALIDATORS.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        try:
-            fast = jsonschema_rs.validator_for(schema)
-        except (jsonschema_rs.ValidationError, ValueError):
-            fast = None
-        # Holding `schema` keeps its id from being reused while the entry lives.
-        cached = _OUTPUT_VALIDATORS[id(schema)] = (schema, fast)
-    if cached[1] is not None and cached[1].is_valid(output):
-        return []
-    return list(jsonschema.Draft202012Validator(schema).iter_errors(output))
 
 
 # -- 9. project ------------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """Upstream federation: the tools of other MCP servers, served through the harness only after
 an operator approved exactly their definitions.
 
-`connect_upstreams` opens an `UpstreamLink` (`upstream_link.py`) to every configured upstream
-and assesses every listing against the pin store (`upstream_assessment.py`). Only approved
-tools are registered, each with an `McpExecutor`. Each re-listing is assessed again: a
-served tool whose definition moved is refused by its executor (``stale``) until re-approved.
-The harness registry cannot unregister, so a gateway listing tools asks `Federation.is_served`.
+`connect_upstreams` opens an `UpstreamLink` (`link.py`) to every configured upstream and
+assesses every listing against the pin store (`assessment.py`). Only approved tools are
+registered, each with an `McpExecutor`. Each re-listing (and each `reassess` after an
+operator's decision) is judged again: a tool that is withheld, unapproved, changed (a rug
+pull) or no longer listed is disabled in the harness registry, so it does not resolve, list
+or wait for an approval; its executor refuses it too (``stale``). A re-approved tool is
+enabled again, its new definition replacing the old one, without a restart.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class Federation:
             name: UpstreamLink(name, config, home=home, on_listing=self._relisted)
             for name, config in configs.items()
         }
-        self._registered: dict[str, str] = {}  # contract id → registered pin hash
+        self._registered: dict[str, tuple[str, str]] = {}  # contract id → (ref, pin hash)
         self._stack = AsyncExitStack()
         self._group: TaskGroup | None = None
         self._started = False
@@ -70,8 +72,8 @@ class Federation:
         return [finding for tool in self.tools.values() for finding in tool.findings]
 
     def is_served(self, contract_id: str) -> bool:
-        """Whether the tool with this id is approved as currently listed (a gateway filters its
-        tool list with this, since the registry keeps what it once registered)."""
+        """Whether the tool with this id is approved as currently listed (the registry says
+        the same: every other federated tool is disabled there)."""
         return any(
             tool.contract_id == contract_id and key not in self.withheld
             for key, tool in self.tools.items()
@@ -108,16 +110,17 @@ class Federation:
         reports = assess(listings, self._configs, self.pins, local_ids=self._local_ids)
         self.tools = {(r.server, r.name): r for r in reports}
         self.withheld = {}
+        served: set[str] = set()
         for report in reports:
             link = self._links[report.server]
-            if report.status is ToolStatus.APPROVED and self._register(report, link):
+            refused = self._register(report, link) if report.status is ToolStatus.APPROVED else None
+            if report.status is ToolStatus.APPROVED and refused is None:
                 link.serve(report.name, report.hash)
+                served.add(report.contract_id)
             else:
                 link.withhold(report.name)
-                self.withheld[(report.server, report.name)] = report.reason or (
-                    "approved, but an earlier definition is registered in this process; "
-                    "restart the gateway to serve the re-approved one"
-                )
+                self.withheld[(report.server, report.name)] = report.reason or refused or ""
+        self._disable_unserved(served)
 
     async def aclose(self) -> None:
         for link in self._links.values():
@@ -141,20 +144,36 @@ class Federation:
         if link.listing is not None:
             self.pins.record_seen(link.name, link.listing)
 
-    def _register(self, report: UpstreamTool, link: UpstreamLink) -> bool:
-        """Register an approved tool once per definition; False when the registry already
-        holds another definition under the same id and version."""
+    def _register(self, report: UpstreamTool, link: UpstreamLink) -> str | None:
+        """Serve an approved tool: register its definition (replacing an earlier one) and
+        enable it. Returns why it cannot be served, or None."""
         if self._harness is None or report.contract is None:
-            return True  # a survey serves nothing
-        if self._registered.get(report.contract_id) == report.hash:
-            return True
-        try:
-            executor = McpExecutor(link, report.name, grants=self._harness.grants)
-            self._harness.register(report.contract, executor=executor)
-        except RegistryError:
-            return False
-        self._registered[report.contract_id] = report.hash
-        return True
+            return None  # a survey serves nothing
+        registry = self._harness.registry
+        ref = report.contract.ref
+        registered = self._registered.get(report.contract_id)
+        if registered != (ref, report.hash):
+            if registered is not None:
+                # The approved definition moved on: the old one must not run in between.
+                registry.disable(registered[0], "replaced by a newly approved definition")
+            try:
+                executor = McpExecutor(link, report.name, grants=self._harness.grants)
+                self._harness.register(report.contract, executor=executor)
+            except RegistryError as exc:
+                return f"approved, but it cannot be registered: {exc}"
+            self._registered[report.contract_id] = (ref, report.hash)
+        registry.enable(ref)
+        return None
+
+    def _disable_unserved(self, served: set[str]) -> None:
+        """Disable every registered upstream tool not served now, with the reason."""
+        if self._harness is None:
+            return
+        reasons = {self.tools[key].contract_id: reason for key, reason in self.withheld.items()}
+        for contract_id, (ref, _) in self._registered.items():
+            if contract_id not in served:
+                reason = reasons.get(contract_id) or "no longer listed by its upstream"
+                self._harness.registry.disable(ref, reason)
 
 
 async def connect_upstreams(
