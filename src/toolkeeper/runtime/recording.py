@@ -102,7 +102,13 @@ def provenance(
     return Provenance(
         tool_id=contract.id,
         tool_version=contract.version or "0.0.0",
-        implementation_digest=contract.digest(),
+        implementation_digest=(
+            request.implementation_digest
+            if request is not None
+            else entry.digest
+            if entry is not None
+            else contract.digest()
+        ),
         target=target,
         source=source,
     )

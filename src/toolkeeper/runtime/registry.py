@@ -28,6 +28,7 @@ from toolkeeper.errors import RegistryError
 from toolkeeper.executors import Executor
 from toolkeeper.executors.inprocess import FunctionExecutor
 from toolkeeper.runtime.envelope import FieldError
+from toolkeeper.validation.arguments import ArgumentValidator, compile_arguments
 
 Verifier = Callable[..., Any]
 """`verifier(arguments, context) -> bool | None` (may be async): read back whether the
@@ -55,12 +56,15 @@ class ToolEntry:
     object); otherwise a dict is the output as is and anything else is wrapped."""
     ref: str = field(init=False)
     digest: str = field(init=False)
+    validator: ArgumentValidator = field(init=False, repr=False)
+    """The input schema, compiled (stage 2 runs it)."""
     _fast_validator: jsonschema_rs.Validator | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         contract = self.contract
         object.__setattr__(self, "ref", contract.ref)
         object.__setattr__(self, "digest", contract.digest())
+        object.__setattr__(self, "validator", compile_arguments(contract))
         fast = None
         if contract.output_schema is not None:
             try:

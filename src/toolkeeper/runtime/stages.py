@@ -53,7 +53,6 @@ from toolkeeper.runtime.invocation import (
 from toolkeeper.runtime.recording import OWNER, execution_meta, provenance
 from toolkeeper.runtime.registry import ToolEntry
 from toolkeeper.secrets.providers import ResolvedSecrets
-from toolkeeper.validation.arguments import validate_arguments
 from toolkeeper.validation.repairs import pointer_parts
 
 T = TypeVar("T")
@@ -161,7 +160,7 @@ async def resolve(services: Services, call: Call) -> Call | Stop:
             fix or "Call one of the tools listed in your tool definitions.",
         )
     contract = entry.contract
-    digest = contract.digest()
+    digest = entry.digest
     call.trail.add("resolve", "resolved", contract=contract.ref, digest=digest)
     call.entry = entry
     return call
@@ -173,7 +172,7 @@ async def resolve(services: Services, call: Call) -> Call | Stop:
 async def validate(services: Services, call: Call) -> Call | Stop:
     """Parse and check the arguments; every violation reported with a path and a fix."""
     assert call.entry is not None
-    result = validate_arguments(call.entry.contract, call.proposal.arguments)
+    result = call.entry.validator.validate(call.proposal.arguments)
     if result.error is not None or result.arguments is None:
         error = result.error or ToolError(
             category=ErrorCategory.INVALID_ARGUMENT, message="arguments are invalid"
@@ -236,7 +235,7 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
         request_id=call.request_id,
         call_id=call.proposal.call_id,
         contract_ref=contract.ref,
-        implementation_digest=contract.digest(),
+        implementation_digest=call.entry.digest,
         arguments=arguments,
         arguments_digest=digest,
         principal=call.principal,
@@ -381,7 +380,7 @@ def _stale_reason(services: Services, call: Call) -> str | None:
     assert entry is not None and request is not None and approval is not None
     if services.visible(call.principal, None).get(entry.contract.ref) is not entry:
         return f"{approval.contract_ref} is no longer available to {call.principal.id}"
-    if entry.contract.digest() != approval.implementation_digest:
+    if entry.digest != approval.implementation_digest:
         return f"{approval.contract_ref} changed since it was approved"
     if request.arguments_digest != approval.arguments_digest:
         return "the stored arguments no longer match the approved digest"
@@ -858,7 +857,7 @@ def row(call: Call, state: RecordState, **fields: Any) -> InvocationRecord:
     entry, request = call.entry, call.request
     if entry is not None:
         fields.setdefault("contract_ref", entry.contract.ref)
-        fields.setdefault("implementation_digest", entry.contract.digest())
+        fields.setdefault("implementation_digest", entry.digest)
     if request is not None:
         fields.setdefault("arguments", call.recorded_arguments)
         fields.setdefault("arguments_digest", request.arguments_digest)

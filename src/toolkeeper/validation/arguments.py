@@ -13,8 +13,7 @@ model can act on, plus `Repair`s a program can apply.
 from __future__ import annotations
 
 import copy
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -51,36 +50,66 @@ def validate_arguments(contract: ToolContract, raw: Any) -> ValidationResult:
     count as `{}`, because models send "" for tools without parameters. Tool arguments are
     always a JSON object, whatever the schema says. The one exception raised is
     `ContractError`, when the schema refers to a schema that cannot be resolved offline.
+    A registered tool's entry holds its `compile_arguments` result, so the pipeline skips
+    even the cache look-up this function makes.
     """
-    entry = _BY_IDENTITY.get(id(contract))
-    compiled = entry[1] if entry is not None and entry[0]() is contract else _remember(contract)
-    if type(raw) is dict:
-        instance: Any = raw
-    else:
-        instance = parse_arguments(raw)
-        if isinstance(instance, Unreadable):
-            error = FieldError(path="", code="json", message=instance.message, expected="object")
-            return _rejected(contract, [Explanation(error, instance.fix)])
-        if isinstance(instance, Mapping):
-            instance = dict(instance)
+    return compile_arguments(contract).validate(raw)
+
+
+def compile_arguments(contract: ToolContract) -> ArgumentValidator:
+    """`contract`'s input schema compiled once: the validators and the defaults plan,
+    shared by every contract of the same ref and content (a bounded cache)."""
+    return ArgumentValidator(contract, _remember(contract))
+
+
+class ArgumentValidator:
+    """A contract's compiled input validation; `validate(raw)` as `validate_arguments`."""
+
+    __slots__ = ("_compiled", "contract")
+
+    def __init__(self, contract: ToolContract, compiled: _Compiled) -> None:
+        self.contract = contract
+        self._compiled = compiled
+
+    def __repr__(self) -> str:
+        return f"ArgumentValidator({self.contract.ref!r})"
+
+    def validate(self, raw: Any) -> ValidationResult:
+        """See `validate_arguments`."""
+        contract, compiled = self.contract, self._compiled
+        if type(raw) is dict:
+            instance: Any = raw
         else:
-            found = [Violation((), "type", "object", instance, _AN_OBJECT, "")]
-            return _rejected(contract, explain(found, instance, compiled.check, compiled.schema))
-    # The fast path, inlined: on valid input it is most of the cost of validation.
-    fast = compiled.fast
-    try:
-        verdict = fast.is_valid(instance) if fast is not None else None
-    except (ValueError, OverflowError, RecursionError):
-        verdict = None  # values jsonschema_rs cannot read (a set, a non-string key)
-    if not verdict:
-        found = compiled.violations(contract, instance, rs_rejected=verdict is False)
-        if found:
-            return _rejected(contract, explain(found, instance, compiled.check, compiled.schema))
-    plan, flat = compiled.defaults, compiled.flat_defaults
-    if plan is not None:
-        return _accepted(_apply_defaults(instance, plan))
-    # Defaults fill absent keys only, after the caller's keys, in one C-level merge.
-    return _accepted({**instance, **flat, **instance} if flat else dict(instance))
+            instance = parse_arguments(raw)
+            if isinstance(instance, Unreadable):
+                error = FieldError(
+                    path="", code="json", message=instance.message, expected="object"
+                )
+                return _rejected(contract, [Explanation(error, instance.fix)])
+            if isinstance(instance, Mapping):
+                instance = dict(instance)
+            else:
+                found = [Violation((), "type", "object", instance, _AN_OBJECT, "")]
+                return _rejected(
+                    contract, explain(found, instance, compiled.check, compiled.schema)
+                )
+        # The fast path, inlined: on valid input it is most of the cost of validation.
+        fast = compiled.fast
+        try:
+            verdict = fast.is_valid(instance) if fast is not None else None
+        except (ValueError, OverflowError, RecursionError):
+            verdict = None  # values jsonschema_rs cannot read (a set, a non-string key)
+        if not verdict:
+            found = compiled.violations(contract, instance, rs_rejected=verdict is False)
+            if found:
+                return _rejected(
+                    contract, explain(found, instance, compiled.check, compiled.schema)
+                )
+        plan, flat = compiled.defaults, compiled.flat_defaults
+        if plan is not None:
+            return _accepted(_apply_defaults(instance, plan))
+        # Defaults fill absent keys only, after the caller's keys, in one C-level merge.
+        return _accepted({**instance, **flat, **instance} if flat else dict(instance))
 
 
 _AN_OBJECT: Final = {"type": "object"}
@@ -194,33 +223,20 @@ def _compile(schema: Any) -> _Compiled:
     return _Compiled(schema, fast, failure, rich, {name: d for name, d, _ in plan}, None)
 
 
-_BY_IDENTITY: dict[int, tuple[weakref.ref[ToolContract], _Compiled]] = {}
 _BY_CONTENT: dict[tuple[str, str], _Compiled] = {}
 _MAX_CONTENT_ENTRIES: Final = 1024
 
 
 def _remember(contract: ToolContract) -> _Compiled:
-    """The compiled validators of `contract`, cached by `ref` and content digest.
-
-    Computing the digest costs more than validating a small object, so `validate_arguments`
-    first looks the contract up by identity (`_BY_IDENTITY`, guarded by a weak reference and
-    dropped when the contract is collected); this fills that cache.
-    """
+    """The compiled validators of `contract`, cached by ref and content digest (which the
+    contract computes once), the oldest dropped past `_MAX_CONTENT_ENTRIES`."""
     key = (contract.ref, contract.content_digest())
     compiled = _BY_CONTENT.get(key)
     if compiled is None:
         if len(_BY_CONTENT) >= _MAX_CONTENT_ENTRIES:
             _BY_CONTENT.pop(next(iter(_BY_CONTENT)), None)
         compiled = _BY_CONTENT[key] = _compile(contract.input_schema)
-    _BY_IDENTITY[id(contract)] = (weakref.ref(contract, _forget(id(contract))), compiled)
     return compiled
-
-
-def _forget(key: int) -> Callable[[weakref.ref[ToolContract]], None]:
-    def drop(_: weakref.ref[ToolContract]) -> None:
-        _BY_IDENTITY.pop(key, None)
-
-    return drop
 
 
 # -- defaults -----------------------------------------------------------------------------
