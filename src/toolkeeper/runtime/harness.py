@@ -19,7 +19,6 @@ import toolkeeper.runtime.stages as stages
 from toolkeeper.artifacts.store import ArtifactStore
 from toolkeeper.contract.functions import contract_of
 from toolkeeper.contract.model import ToolContract
-from toolkeeper.contract.naming import vendor_names
 from toolkeeper.errors import ApprovalError, RegistryError, ToolkeeperError
 from toolkeeper.executors import Executor
 from toolkeeper.executors.inprocess import FunctionExecutor
@@ -60,6 +59,7 @@ from toolkeeper.runtime.recording import (
     provenance,
 )
 from toolkeeper.runtime.registry import Registry, ResourceVersionReader, ToolEntry, Verifier
+from toolkeeper.runtime.views import ToolViews, View
 from toolkeeper.secrets.providers import SecretBroker, default_broker
 
 
@@ -92,7 +92,8 @@ class Harness:
         self.approvals = Approvals(self.ledger)
         self._recorder = Recorder(self.ledger, self.redactor, self.approvals)
         self._verifiers: dict[str, Verifier] = {}
-        self._views: dict[tuple[int, frozenset[str], str | None], dict[str, ToolEntry]] = {}
+        self.views = ToolViews(self.registry)
+        """Per-principal views of the catalog, changed in place as tools change."""
         if recover:
             self.recover()
 
@@ -131,8 +132,9 @@ class Harness:
                     f"{contract.ref} names verifier {contract.verifier!r}, which is not "
                     "registered; pass verifier=... or call register_verifier() first"
                 )
-        self.registry.add(ToolEntry(contract, executor, verifier, resource_version))  # type: ignore[arg-type]
-        self._views.clear()
+        entry = ToolEntry(contract, executor, verifier, resource_version)  # type: ignore[arg-type]
+        self.registry.add(entry)
+        self.views.added(entry)
         return contract
 
     def register_verifier(self, name: str, verifier: Verifier) -> None:
@@ -141,42 +143,12 @@ class Harness:
 
     def visible_contracts(self, principal: Principal) -> list[ToolContract]:
         """The latest version of every tool whose required capabilities `principal` holds."""
-        return [
-            c
-            for c in self.registry.latest_contracts()
-            if set(c.required_capabilities) <= principal.capabilities
-        ]
+        return self.views.view(principal).contracts()
 
-    def _visible(self, principal: Principal | None, family: str | None) -> dict[str, ToolEntry]:
+    def _visible(self, principal: Principal | None, family: str | None) -> View:
         """Name → entry for what `principal` may see: vendor names for `family`, plus ids
         and id@version refs (which pin a version)."""
-        caps = principal.capabilities if principal else frozenset({"*"})
-        key = (self.registry.generation, caps, family)
-        cached = self._views.get(key)
-        if cached is not None:
-            return cached
-        if principal is None:
-            contracts = self.registry.latest_contracts()
-        else:
-            contracts = self.visible_contracts(principal)
-        names: dict[str, ToolEntry] = {}
-        for contract in contracts:
-            entry = self.registry.latest(contract.id)
-            assert entry is not None
-            names.setdefault(contract.id, entry)
-        for ref, name in vendor_names(contracts, family or "mcp").items():
-            entry = self.registry.get(ref)
-            if entry is not None:
-                names[name] = entry
-        visible_ids = {c.id for c in contracts}
-        for ref in self._all_refs():
-            if ref.split("@", 1)[0] in visible_ids:
-                names.setdefault(ref, self.registry.get(ref))  # type: ignore[arg-type]
-        self._views[key] = names
-        return names
-
-    def _all_refs(self) -> list[str]:
-        return sorted(self.registry._entries)
+        return self.views.view(principal, family)
 
     def lookup(self, proposal: Proposal, principal: Principal | None = None) -> ToolContract | None:
         """The contract a proposal's name resolves to (as the resolve stage would)."""

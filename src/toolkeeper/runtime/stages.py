@@ -8,7 +8,6 @@ functions never call each other, so no caller can reorder or skip them.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import hashlib
 import inspect
 import string
@@ -31,6 +30,7 @@ from toolkeeper.runtime.envelope import EffectState, ErrorCategory, FieldError, 
 from toolkeeper.runtime.grants import Grant, GrantAuthority
 from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal, arguments_digest
 from toolkeeper.runtime.registry import ToolEntry
+from toolkeeper.runtime.views import View, suggest
 from toolkeeper.secrets.providers import ResolvedSecrets, SecretBroker
 from toolkeeper.secrets.redaction import Redactor
 from toolkeeper.validation.arguments import validate_arguments
@@ -67,13 +67,13 @@ def _reject(category: ErrorCategory, message: str, fix: str | None = None) -> St
 # -- 1. resolve ------------------------------------------------------------------------
 
 
-def resolve(proposal: Proposal, visible: Mapping[str, ToolEntry]) -> ToolEntry | Stop:
+def resolve(proposal: Proposal, visible: View) -> ToolEntry | Stop:
     """Model-view name → entry. `visible` holds only what this principal may see, so the
     suggestion for an unknown name can never leak a hidden tool."""
     entry = visible.get(proposal.tool)
     if entry is not None:
         return entry
-    close = difflib.get_close_matches(proposal.tool, list(visible), n=3, cutoff=0.6)
+    close = suggest(visible, proposal.tool).names
     fix = f"Did you mean {' or '.join(repr(c) for c in close)}?" if close else None
     return _reject(
         ErrorCategory.UNKNOWN_TOOL,

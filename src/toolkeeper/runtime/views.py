@@ -1,0 +1,358 @@
+"""Per-principal views of the catalog, kept up to date one tool at a time.
+
+A `View` is what one capability set sees under one model family: vendor name, tool id and
+``id@version`` → entry, the visible contracts in ref order, and a trigram index of the vendor
+names for "did you mean" suggestions. `ToolViews` owns the views, at most `VIEW_LIMIT` of them
+(least recently used first out), and changes every live view when one tool changes — a
+registration, or a registry disabling or enabling a tool — instead of rebuilding them all. So
+catalog-wide work happens once per view, never on the per-call path.
+
+Vendor names are `contract.naming.vendor_names` of the visible latest contracts, computed per
+group of contracts that want the same name: a group's names depend on the group alone as long
+as no name it hands out is taken by another group (an 8-hex suffix colliding with a real
+name). When that happens the view falls back to `vendor_names` over all its contracts on every
+change, so the names always equal what the adapters render.
+"""
+
+from __future__ import annotations
+
+import difflib
+import heapq
+import itertools
+from collections import OrderedDict, defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from toolkeeper.contract.model import ToolContract
+from toolkeeper.contract.naming import vendor_names
+from toolkeeper.runtime.invocation import Principal
+from toolkeeper.runtime.registry import Registry, ToolEntry
+
+VIEW_LIMIT = 32
+"""Views kept at once; each holds maps (and, once asked, an index) over its visible tools."""
+MAX_COMPARED = 50
+"""Candidates from the index scored with difflib per unknown name: the per-query bound."""
+SCAN_BUDGET = 4_000
+"""Index postings read per unknown name, rarest trigrams first."""
+DEFAULT_FAMILY = "mcp"
+
+Capabilities = frozenset[str] | None
+"""A view's capability set; None sees every tool (a caller without a principal)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestions:
+    """Close names for an unknown one, and what finding them cost."""
+
+    names: tuple[str, ...]
+    compared: int
+    """Candidates scored with difflib (at most `MAX_COMPARED`)."""
+    scanned: int
+    """Index postings read (at most `SCAN_BUDGET`)."""
+
+
+def _trigrams(name: str) -> set[str]:
+    padded = f"\x02\x02{name.lower()}\x03"
+    return {padded[i : i + 3] for i in range(len(padded) - 2)}
+
+
+class NameIndex:
+    """A trigram inverted index over names: candidates for a query in bounded time."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._postings: dict[str, set[str]] = defaultdict(set)
+        self._size: dict[str, int] = {}
+        for name in names:
+            self.add(name)
+
+    def __len__(self) -> int:
+        return len(self._size)
+
+    def add(self, name: str) -> None:
+        grams = _trigrams(name)
+        self._size[name] = len(grams)
+        for gram in grams:
+            self._postings[gram].add(name)
+
+    def discard(self, name: str) -> None:
+        if self._size.pop(name, None) is None:
+            return
+        for gram in _trigrams(name):
+            posting = self._postings[gram]
+            posting.discard(name)
+            if not posting:
+                del self._postings[gram]
+
+    def suggest(self, name: str, *, limit: int = 3, cutoff: float = 0.6) -> Suggestions:
+        """Up to `limit` indexed names whose difflib ratio to `name` is at least `cutoff`,
+        best first — as `difflib.get_close_matches`, but scoring only the `MAX_COMPARED`
+        names sharing the most trigrams with `name`, found within `SCAN_BUDGET` postings."""
+        grams = _trigrams(name)
+        postings = sorted(
+            (self._postings[g] for g in grams if g in self._postings), key=len
+        )  # rarest first: they say the most about a name and cost the least to read
+        shared: dict[str, int] = defaultdict(int)
+        scanned = 0
+        for posting in postings:
+            for candidate in itertools.islice(posting, SCAN_BUDGET - scanned):
+                shared[candidate] += 1
+            scanned += min(len(posting), SCAN_BUDGET - scanned)
+            if scanned >= SCAN_BUDGET:
+                break
+        # Rank by trigram overlap (Jaccard), so a long name sharing many grams by size alone
+        # does not crowd out a close short one.
+        candidates = heapq.nlargest(
+            MAX_COMPARED,
+            shared,
+            key=lambda c: (shared[c] / (len(grams) + self._size[c] - shared[c]), c),
+        )
+        matcher = difflib.SequenceMatcher()
+        matcher.set_seq2(name.lower())
+        scored = []
+        for candidate in candidates:
+            matcher.set_seq1(candidate.lower())
+            if (
+                matcher.real_quick_ratio() >= cutoff
+                and matcher.quick_ratio() >= cutoff
+                and (ratio := matcher.ratio()) >= cutoff
+            ):
+                scored.append((-ratio, candidate))
+        best = tuple(candidate for _, candidate in sorted(scored)[:limit])
+        return Suggestions(best, len(candidates), scanned)
+
+
+class View(Mapping[str, ToolEntry]):
+    """Name → entry for one capability set and model family: vendor names first, then tool
+    ids (the latest version), then ``id@version`` refs (which pin a version)."""
+
+    def __init__(self, capabilities: Capabilities, family: str, wanted: _WantedNames) -> None:
+        self.capabilities = capabilities
+        self.family = family
+        self.version = 0
+        """Changes whenever what this view holds changes; unique across all views."""
+        self._wanted = wanted
+        self._latest: dict[str, ToolEntry] = {}  # tool id → latest entry
+        self._refs: dict[str, ToolEntry] = {}  # id@version → entry, for visible ids
+        self._refs_of: dict[str, tuple[str, ...]] = {}
+        self._vendor: dict[str, ToolEntry] = {}  # vendor name → latest entry
+        self._name_of: dict[str, str] = {}  # latest ref → vendor name
+        self._groups: dict[str, set[str]] = defaultdict(set)  # wanted name → latest refs
+        self._whole_table = False
+        self._index: NameIndex | None = None
+        self._contracts: list[ToolContract] | None = None
+
+    def __repr__(self) -> str:
+        tools = len(self._latest)
+        return f"View(capabilities={self.capabilities!r}, family={self.family!r}, tools={tools})"
+
+    # -- Mapping -------------------------------------------------------------------------
+
+    def __getitem__(self, name: str) -> ToolEntry:
+        entry = self._vendor.get(name) or self._latest.get(name) or self._refs.get(name)
+        if entry is None:
+            raise KeyError(name)
+        return entry
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._vendor
+        yield from (n for n in self._latest if n not in self._vendor)
+        yield from self._refs
+
+    def __len__(self) -> int:
+        return (
+            len(self._vendor) + len(self._refs) + sum(n not in self._vendor for n in self._latest)
+        )
+
+    # -- what the harness and the gateway read ---------------------------------------------
+
+    def contracts(self) -> list[ToolContract]:
+        """The latest version of every visible tool, in ref order."""
+        if self._contracts is None:
+            self._contracts = sorted((e.contract for e in self._latest.values()), key=_ref)
+        return self._contracts
+
+    def vendor_name(self, ref: str) -> str | None:
+        """The name this view's family sees for a visible latest ref."""
+        return self._name_of.get(ref)
+
+    def suggest(self, name: str) -> Suggestions:
+        """Visible vendor names close to `name`, one per tool (see `NameIndex.suggest`)."""
+        if self._index is None:
+            self._index = NameIndex(self._vendor)
+        return self._index.suggest(name)
+
+    # -- changes -----------------------------------------------------------------------------
+
+    def sees(self, contract: ToolContract) -> bool:
+        return self.capabilities is None or set(contract.required_capabilities) <= self.capabilities
+
+    def put(self, tool_id: str, latest: ToolEntry | None, refs: Mapping[str, ToolEntry]) -> None:
+        """Make the view hold `tool_id` as the registry has it now: `latest` (None when the
+        tool is gone or disabled) and every registered ``id@version`` of it."""
+        old = self._latest.pop(tool_id, None)
+        for ref in self._refs_of.pop(tool_id, ()):
+            del self._refs[ref]
+        if old is not None:
+            self._unname(old.contract.ref)
+        if latest is not None and self.sees(latest.contract):
+            self._latest[tool_id] = latest
+            self._refs.update(refs)
+            self._refs_of[tool_id] = tuple(refs)
+            self._name(latest.contract.ref)
+        elif old is None:
+            return  # neither held nor visible: nothing this view shows changed
+        self._contracts = None
+        self.version = next(_versions)
+
+    def _name(self, ref: str) -> None:
+        wanted = self._wanted.of(ref, self.family)
+        self._groups[wanted].add(ref)
+        self._rename(wanted)
+
+    def _unname(self, ref: str) -> None:
+        wanted = self._wanted.of(ref, self.family)
+        self._groups[wanted].discard(ref)
+        self._drop_name(ref)
+        self._rename(wanted)
+        if not self._groups[wanted]:
+            del self._groups[wanted]
+
+    def _rename(self, wanted: str) -> None:
+        """Name the group wanting `wanted` (see the module docstring)."""
+        if self._whole_table:
+            self._rename_all()
+            return
+        group = self._groups[wanted]
+        if len(group) == 1:
+            names = dict.fromkeys(group, wanted)  # alone, a contract gets the name it wants
+        else:
+            contracts = [self._latest[_id_of(ref)].contract for ref in group]
+            names = vendor_names(contracts, self.family)
+        for ref in group:
+            self._drop_name(ref)
+        if any(name in self._vendor for name in names.values()):
+            self._whole_table = True
+            self._rename_all()
+            return
+        for ref, name in names.items():
+            self._set_name(ref, name)
+
+    def _rename_all(self) -> None:
+        for ref in list(self._name_of):
+            self._drop_name(ref)
+        contracts = [entry.contract for entry in self._latest.values()]
+        for ref, name in vendor_names(contracts, self.family).items():
+            self._set_name(ref, name)
+
+    def _set_name(self, ref: str, name: str) -> None:
+        self._name_of[ref] = name
+        self._vendor[name] = self._latest[_id_of(ref)]
+        if self._index is not None:
+            self._index.add(name)
+
+    def _drop_name(self, ref: str) -> None:
+        name = self._name_of.pop(ref, None)
+        if name is not None:
+            del self._vendor[name]
+            if self._index is not None:
+                self._index.discard(name)
+
+
+_versions = itertools.count(1)
+"""View versions: unique across every view of the process, so a rebuilt view never repeats
+one an evicted view had (caches keyed by version stay right)."""
+
+
+def _ref(contract: ToolContract) -> str:
+    return contract.ref
+
+
+def _id_of(ref: str) -> str:
+    return ref.rsplit("@", 1)[0]
+
+
+class _WantedNames:
+    """The legal name each contract asks for per family (what `vendor_names` gives it alone):
+    a fact of the contract, computed once and shared by every view."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+        self._names: dict[tuple[str, str], str] = {}
+
+    def of(self, ref: str, family: str) -> str:
+        name = self._names.get((ref, family))
+        if name is None:
+            entry = self._registry.get(ref)
+            assert entry is not None, f"{ref} named before it was registered"
+            name = self._names[(ref, family)] = vendor_names([entry.contract], family)[ref]
+        return name
+
+
+class ToolViews:
+    """Every live `View` of one registry, changed in place as tools change."""
+
+    def __init__(self, registry: Registry, *, limit: int = VIEW_LIMIT) -> None:
+        self._registry = registry
+        self._limit = limit
+        self._views: OrderedDict[tuple[Capabilities, str], View] = OrderedDict()
+        self._refs: dict[str, dict[str, None]] = defaultdict(dict)  # tool id → its refs
+        self._wanted = _WantedNames(registry)
+
+    def __repr__(self) -> str:
+        return f"ToolViews(views={len(self._views)}, limit={self._limit})"
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def view(self, principal: Principal | None, family: str | None = None) -> View:
+        """What `principal` sees under `family` (None: the MCP names). Built on first use,
+        then kept current by `added` and `changed`."""
+        key = (principal.capabilities if principal is not None else None, family or DEFAULT_FAMILY)
+        view = self._views.get(key)
+        if view is not None:
+            self._views.move_to_end(key)
+            return view
+        view = View(key[0], key[1], self._wanted)
+        for tool_id in self._refs:
+            view.put(tool_id, *self._current(tool_id))
+        self._views[key] = view
+        if len(self._views) > self._limit:
+            self._views.popitem(last=False)
+        return view
+
+    def added(self, entry: ToolEntry) -> None:
+        """A registration: the registry now holds `entry`."""
+        self._refs[entry.contract.id][entry.contract.ref] = None
+        self.changed(entry.contract.id)
+
+    def changed(self, tool_id: str) -> None:
+        """Re-read `tool_id` from the registry into every live view: call it after the
+        registry disables or enables the tool (its `latest` and `get` answer what it serves)."""
+        current = self._current(tool_id)
+        for view in self._views.values():
+            view.put(tool_id, *current)
+
+    def _current(self, tool_id: str) -> tuple[ToolEntry | None, dict[str, ToolEntry]]:
+        refs = {}
+        for ref in self._refs.get(tool_id, ()):
+            entry = self._registry.get(ref)
+            if entry is not None:
+                refs[ref] = entry
+        return self._registry.latest(tool_id), refs
+
+
+def suggest(view: View, name: str) -> Suggestions:
+    """Close names to an unknown `name` among what `view` shows: the resolve stage's "did you
+    mean", bounded per query and blind to every tool outside the view."""
+    return view.suggest(name)
+
+
+__all__ = [
+    "MAX_COMPARED",
+    "SCAN_BUDGET",
+    "NameIndex",
+    "Suggestions",
+    "ToolViews",
+    "View",
+    "suggest",
+]
