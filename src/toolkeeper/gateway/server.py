@@ -17,10 +17,14 @@ request (HTTP) by the era the client opens with:
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,6 +35,7 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
     INVALID_REQUEST,
     CallToolRequestParams,
     CallToolResult,
@@ -64,6 +69,11 @@ CATALOG_POLL_SECONDS = 0.25
 """How often the catalog state is compared. The harness exposes a generation counter and the
 federation its tools' statuses, not callbacks; comparing them costs next to nothing and
 catches changes from every source (registrations, re-listed upstreams, re-approved pins)."""
+LIST_PAGE_SIZE = 500
+"""Tools per ``tools/list`` page; a client follows ``nextCursor`` for the rest, and each
+request serializes one page, however large the catalog."""
+MAX_CACHED_LISTINGS = 64
+"""Serialized listings kept, one per principal view in use (least recently used out)."""
 MAX_TRACKED_SESSIONS = 10_000
 """Handshake-era connections remembered for list-changed pushes (the SDK's session cap)."""
 
@@ -83,6 +93,53 @@ class _Server(Server[dict[str, Any]]):
             experimental_capabilities,
             extensions,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """One view's ``tools/list`` result, cut into serialized pages.
+
+    A cursor names the listing's stamp (a digest of the listed contracts, so replicas with
+    the same catalog agree) and an offset. It only ever selects a page of the caller's own
+    listing, so a cursor from another principal shows nothing outside the caller's view; a
+    cursor from a listing that has since changed is refused, and the client lists again.
+    """
+
+    stamp: str
+    pages: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def of(cls, contracts: Sequence[ToolContract]) -> _Listing:
+        basis = "\n".join(f"{c.ref} {c.digest()}" for c in contracts)
+        stamp = hashlib.sha256(basis.encode()).hexdigest()[:16]
+        tools = tool_listing(contracts)
+        pages = []
+        for start in range(0, len(tools), LIST_PAGE_SIZE):
+            end = start + LIST_PAGE_SIZE
+            following = _cursor(stamp, end) if end < len(tools) else None
+            page = ListToolsResult(tools=tools[start:end], next_cursor=following)
+            pages.append(page.model_dump(by_alias=True, mode="json", exclude_none=True))
+        return cls(stamp, tuple(pages))
+
+    def page_of(self, cursor: str) -> int:
+        """The page `cursor` points to; a protocol error when it is not one of ours."""
+        try:
+            stamp, offset = base64.urlsafe_b64decode(cursor.encode()).decode().split(":")
+            page, misaligned = divmod(int(offset), LIST_PAGE_SIZE)
+        except (ValueError, UnicodeError) as exc:
+            raise MCPError(code=INVALID_PARAMS, message=f"invalid cursor {cursor!r}") from exc
+        if stamp != self.stamp:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message="the tool list changed since this cursor was issued; list from the start",
+            )
+        if misaligned or not 0 < page < len(self.pages):
+            raise MCPError(code=INVALID_PARAMS, message=f"invalid cursor {cursor!r}")
+        return page
+
+
+def _cursor(stamp: str, offset: int) -> str:
+    return base64.urlsafe_b64encode(f"{stamp}:{offset}".encode()).decode()
 
 
 class GatewayServer:
@@ -110,7 +167,7 @@ class GatewayServer:
         # stdio serves exactly one connection per process, so one id names its session.
         self._stdio_session = f"stdio-{uuid.uuid4().hex[:12]}" if stdio_session else None
         self._bus = InMemorySubscriptionBus()
-        self._listings: dict[tuple[Hashable, frozenset[str]], ListToolsResult] = {}
+        self._listings: OrderedDict[tuple[int, Hashable], _Listing] = OrderedDict()
         self._output_schemas: dict[str, bool] = {}
         self._sessions: dict[str, ServerSession] = {}
         self.lowlevel = _Server(
@@ -123,10 +180,12 @@ class GatewayServer:
             # also tell a caller which hidden tools exist.
             get_tool_input_schema=lambda _name: None,
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
-            on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
+        # Added by method rather than as `on_list_tools`, whose slot wants a model: a cached
+        # page is already in its wire form.
+        self.lowlevel.add_request_handler("tools/list", PaginatedRequestParams, self._list_tools)
         self.lowlevel.middleware.append(self._remember_session)
 
     def __repr__(self) -> str:
@@ -135,16 +194,26 @@ class GatewayServer:
     # -- handlers ------------------------------------------------------------------------
 
     async def _list_tools(
-        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
-    ) -> ListToolsResult:
-        principal = self._principal(ctx)
-        key = (self._catalog_state(), principal.capabilities)
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> dict[str, Any]:
+        listing = self._listing(self._principal(ctx))
+        cursor = params.cursor
+        return dict(listing.pages[0 if cursor is None else listing.page_of(cursor)])
+
+    def _listing(self, principal: Principal) -> _Listing:
+        """The principal's listing, serialized once per change of its view (or, with a
+        federation, of what the federation serves)."""
+        view = self.harness.views.view(principal, "mcp")
+        served = self._catalog_state() if self._federation is not None else None
+        key = (view.version, served)
         listing = self._listings.get(key)
         if listing is None:
-            if len(self._listings) > 256:  # one per capability set per catalog state: stale
-                self._listings.clear()
-            visible = [c for c in self.harness.visible_contracts(principal) if self._serves(c)]
-            listing = self._listings[key] = ListToolsResult(tools=tool_listing(visible))
+            visible = [c for c in view.contracts() if self._serves(c)]
+            listing = self._listings[key] = _Listing.of(visible)
+            if len(self._listings) > MAX_CACHED_LISTINGS:
+                self._listings.popitem(last=False)
+        else:
+            self._listings.move_to_end(key)
         return listing
 
     def _serves(self, contract: ToolContract) -> bool:

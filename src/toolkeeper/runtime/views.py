@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import heapq
 import itertools
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -91,25 +91,26 @@ class NameIndex:
         postings = sorted(
             (self._postings[g] for g in grams if g in self._postings), key=len
         )  # rarest first: they say the most about a name and cost the least to read
-        shared: dict[str, int] = defaultdict(int)
+        shared: Counter[str] = Counter()
         scanned = 0
         for posting in postings:
-            for candidate in itertools.islice(posting, SCAN_BUDGET - scanned):
-                shared[candidate] += 1
-            scanned += min(len(posting), SCAN_BUDGET - scanned)
+            take = min(len(posting), SCAN_BUDGET - scanned)
+            shared.update(itertools.islice(posting, take))
+            scanned += take
             if scanned >= SCAN_BUDGET:
                 break
         # Rank by trigram overlap (Jaccard), so a long name sharing many grams by size alone
-        # does not crowd out a close short one.
+        # does not crowd out a close short one; shared counts narrow the field first.
+        field = shared.most_common(4 * MAX_COMPARED)
         candidates = heapq.nlargest(
             MAX_COMPARED,
-            shared,
-            key=lambda c: (shared[c] / (len(grams) + self._size[c] - shared[c]), c),
+            field,
+            key=lambda item: (item[1] / (len(grams) + self._size[item[0]] - item[1]), item[0]),
         )
         matcher = difflib.SequenceMatcher()
         matcher.set_seq2(name.lower())
         scored = []
-        for candidate in candidates:
+        for candidate, _ in candidates:
             matcher.set_seq1(candidate.lower())
             if (
                 matcher.real_quick_ratio() >= cutoff
