@@ -60,7 +60,9 @@ class NameIndex:
     """A trigram inverted index over names: candidates for a query in bounded time."""
 
     def __init__(self, names: Iterable[str] = ()) -> None:
-        self._postings: dict[str, set[str]] = defaultdict(set)
+        # Postings keep insertion order (dicts, not sets), so a query cut short by the scan
+        # budget reads the same names in every process.
+        self._postings: dict[str, dict[str, None]] = defaultdict(dict)
         self._size: dict[str, int] = {}
         for name in names:
             self.add(name)
@@ -72,14 +74,14 @@ class NameIndex:
         grams = _trigrams(name)
         self._size[name] = len(grams)
         for gram in grams:
-            self._postings[gram].add(name)
+            self._postings[gram][name] = None
 
     def discard(self, name: str) -> None:
         if self._size.pop(name, None) is None:
             return
         for gram in _trigrams(name):
             posting = self._postings[gram]
-            posting.discard(name)
+            posting.pop(name, None)
             if not posting:
                 del self._postings[gram]
 
@@ -109,17 +111,26 @@ class NameIndex:
         )
         matcher = difflib.SequenceMatcher()
         matcher.set_seq2(name.lower())
-        scored = []
+        bounded = []
         for candidate, _ in candidates:
             matcher.set_seq1(candidate.lower())
-            if (
-                matcher.real_quick_ratio() >= cutoff
-                and matcher.quick_ratio() >= cutoff
-                and (ratio := matcher.ratio()) >= cutoff
-            ):
-                scored.append((-ratio, candidate))
-        best = tuple(candidate for _, candidate in sorted(scored)[:limit])
-        return Suggestions(best, len(candidates), scanned)
+            if matcher.real_quick_ratio() >= cutoff and (bound := matcher.quick_ratio()) >= cutoff:
+                bounded.append((bound, candidate))
+        # quick_ratio bounds ratio from above, so in falling bound order the search can stop
+        # once no bound left beats the worst of the best `limit`: the full ratio, the costly
+        # part, runs on a few candidates, with the same answer as running it on all.
+        bounded.sort(reverse=True)
+        best: list[tuple[float, str]] = []  # a min-heap of the best `limit` (ratio, name)
+        for bound, candidate in bounded:
+            if len(best) == limit and bound < best[0][0]:
+                break
+            matcher.set_seq1(candidate.lower())
+            if (ratio := matcher.ratio()) >= cutoff:
+                heapq.heappush(best, (ratio, candidate))  # ties: the greater name, as difflib
+                if len(best) > limit:
+                    heapq.heappop(best)
+        names = tuple(candidate for _, candidate in sorted(best, reverse=True))
+        return Suggestions(names, len(candidates), scanned)
 
 
 class View(Mapping[str, ToolEntry]):
