@@ -202,15 +202,18 @@ async def make_noise(kind: str, url: str, size: int) -> None:
 
 @contextmanager
 def child(*arguments: str, ready: Callable[[str], bool]) -> Iterator[str]:
-    """This script in a child process, until it prints a line `ready` accepts."""
-    process = subprocess.Popen(
-        [sys.executable, __file__, *arguments], stdout=subprocess.PIPE, text=True
-    )
+    """This script in a child process, until it prints a line `ready` accepts. Its stderr goes
+    to a log (the gateway logs each noisy client killed mid-request), shown if it fails."""
+    log = Path(tempfile.mkstemp(prefix="tk-scale-", suffix=".log")[1])
+    with log.open("w") as errors:
+        process = subprocess.Popen(
+            [sys.executable, __file__, *arguments], stdout=subprocess.PIPE, stderr=errors, text=True
+        )
     try:
         assert process.stdout is not None
         while not ready(line := process.stdout.readline().strip()):
             if process.poll() is not None:
-                raise RuntimeError(f"{arguments[0]} child exited with {process.returncode}")
+                raise RuntimeError(f"{arguments[0]} child failed:\n{log.read_text()}")
         yield line
     finally:
         process.terminate()

@@ -30,9 +30,9 @@ from toolkeeper.runtime.registry import Registry, ToolEntry
 
 VIEW_LIMIT = 32
 """Views kept at once; each holds maps (and, once asked, an index) over its visible tools."""
-MAX_COMPARED = 50
+MAX_COMPARED = 32
 """Candidates from the index scored with difflib per unknown name: the per-query bound."""
-SCAN_BUDGET = 4_000
+SCAN_BUDGET = 2_000
 """Index postings read per unknown name, rarest trigrams first."""
 DEFAULT_FAMILY = "mcp"
 
