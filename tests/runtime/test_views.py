@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from toolkeeper import Principal, Proposal, ToolContract
 from toolkeeper.contract.naming import vendor_names
+from toolkeeper.errors import ConfigError
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.registry import Registry, ToolEntry
 from toolkeeper.runtime.views import MAX_COMPARED, SCAN_BUDGET, NameIndex, ToolViews
@@ -152,6 +153,16 @@ def test_no_principal_and_a_principal_holding_star_are_different_views(tmp_path:
     proposal = Proposal("c1", "admin_tool", {})
     assert harness.lookup(proposal) is not None  # no principal: the whole catalog
     assert harness.lookup(proposal, principal("*")) is None
+
+
+def test_an_unknown_family_is_refused_without_breaking_later_registrations(
+    tmp_path: Path,
+) -> None:
+    harness = Harness(home=tmp_path)
+    with pytest.raises(ConfigError, match="unknown model family 'cobol'"):
+        harness.lookup(Proposal("c1", "lookup", {}, family="cobol"))
+    harness.register(contract("lookup"), executor=echo)
+    assert harness.lookup(Proposal("c2", "lookup", {}, family="openai")) is not None
 
 
 def test_a_suggestion_names_each_tool_once(tmp_path: Path) -> None:

@@ -143,7 +143,7 @@ class Harness:
 
     def visible_contracts(self, principal: Principal) -> list[ToolContract]:
         """The latest version of every tool whose required capabilities `principal` holds."""
-        return self.views.view(principal).contracts()
+        return list(self.views.view(principal).contracts())  # a copy: the view keeps its own
 
     def _visible(self, principal: Principal | None, family: str | None) -> View:
         """Name → entry for what `principal` may see: vendor names for `family`, plus ids

@@ -24,7 +24,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from toolkeeper.contract.model import ToolContract
-from toolkeeper.contract.naming import vendor_names
+from toolkeeper.contract.naming import FAMILIES, vendor_names
+from toolkeeper.errors import ConfigError
 from toolkeeper.runtime.invocation import Principal
 from toolkeeper.runtime.registry import Registry, ToolEntry
 
@@ -320,6 +321,14 @@ class ToolViews:
         """What `principal` sees under `family` (None: the MCP names). Built on first use,
         then kept current by `added` and `changed`."""
         key = (principal.capabilities if principal is not None else None, family or DEFAULT_FAMILY)
+        if key[1] not in FAMILIES:
+            # Refused before a view is kept: a kept view of an unknown family would make every
+            # later registration fail while naming its tools.
+            raise ConfigError(
+                f"unknown model family {key[1]!r}; use one of {', '.join(FAMILIES)}",
+                key="family",
+                value=key[1],
+            )
         view = self._views.get(key)
         if view is not None:
             self._views.move_to_end(key)
