@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import math
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,10 +18,14 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from toolkeeper import ToolContract
+from toolkeeper import Principal, ToolContract
 from toolkeeper.gateway.app import open_gateway, serve_http
 from toolkeeper.gateway.config.settings import load_config
+from toolkeeper.gateway.results import RESUME_TOOL
 from toolkeeper.gateway.server import LIST_PAGE_SIZE, GatewayServer
+from toolkeeper.gateway.upstreams.config import UpstreamConfig
+from toolkeeper.gateway.upstreams.federation import connect_upstreams
+from toolkeeper.runtime.harness import Harness
 
 pytestmark = pytest.mark.anyio
 
@@ -30,6 +35,7 @@ WRITABLE = 500
 """Extra tools only alice (items:write) sees."""
 FIXTURE_TOOLS = {"archive_item", "inventory", "lookup", "set_item", "toolkeeper.resume"}
 """What the gateway fixture lists for alice; bob does not see set_item."""
+UPSTREAM = Path(__file__).parent / "upstream_fixtures" / "tools_server.py"
 
 
 def extra(name: str, capability: str) -> ToolContract:
@@ -168,3 +174,26 @@ async def test_a_registration_refreshes_the_cached_listing_and_retires_its_curso
         assert "changed" in stale.value.error.message
         names = {name for page in await every_page(bob) for name in page}
         assert names == bob_sees() | {"read_late"}
+
+
+async def test_upstream_tools_are_listed_only_while_the_federation_serves_them(
+    tmp_path: Path,
+) -> None:
+    """The listing cached for a view is refreshed when the federation starts serving a tool,
+    though no registration changed the view."""
+    configs = {"up": UpstreamConfig(command=sys.executable, args=(str(UPSTREAM),), namespace="up.")}
+    harness = Harness(home=tmp_path)
+    federation = await connect_upstreams(configs, harness, home=tmp_path)
+    operator = Principal("olga")
+    server = GatewayServer(harness, principal_of=lambda _request: operator, federation=federation)
+    try:
+        async with Client(server.lowlevel) as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == {RESUME_TOOL}
+            add = federation.tools["up", "add"]
+            federation.pins.approve("up", "add", by="olga", expected_hash=add.hash)
+            federation.reassess()
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert listed == {"up.add", RESUME_TOOL}
+    finally:
+        await federation.aclose()
+        harness.close()

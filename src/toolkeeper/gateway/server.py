@@ -202,13 +202,13 @@ class GatewayServer:
 
     def _listing(self, principal: Principal) -> _Listing:
         """The principal's listing, serialized once per change of its view (or, with a
-        federation, of what the federation serves)."""
+        federation, of the upstream tools it serves)."""
         view = self.harness.views.view(principal, "mcp")
-        served = self._catalog_state() if self._federation is not None else None
+        served = self._served()
         key = (view.version, served)
         listing = self._listings.get(key)
         if listing is None:
-            visible = [c for c in view.contracts() if self._serves(c)]
+            visible = [c for c in view.contracts() if self._serves(c, served)]
             listing = self._listings[key] = _Listing.of(visible)
             if len(self._listings) > MAX_CACHED_LISTINGS:
                 self._listings.popitem(last=False)
@@ -216,18 +216,24 @@ class GatewayServer:
             self._listings.move_to_end(key)
         return listing
 
-    def _serves(self, contract: ToolContract) -> bool:
-        if self._federation is None or contract.id in self._local_ids:
-            return True
-        return self._federation.is_served(contract.id)
+    def _served(self) -> frozenset[str] | None:
+        """The upstream tool ids the federation serves now; None without a federation. (One
+        pass over its tools: asking `is_served` per registered tool costs tools × tools.)"""
+        federation = self._federation
+        if federation is None:
+            return None
+        return frozenset(
+            tool.contract_id
+            for key, tool in federation.tools.items()
+            if key not in federation.withheld
+        )
+
+    def _serves(self, contract: ToolContract, served: frozenset[str] | None) -> bool:
+        return served is None or contract.id in self._local_ids or contract.id in served
 
     def _catalog_state(self) -> Hashable:
         """Changes whenever what any principal may list changes."""
-        generation = self.harness.registry.generation
-        if self._federation is None:
-            return generation
-        served = (c.id for c in self.harness.registry.latest_contracts() if self._serves(c))
-        return generation, frozenset(served)
+        return self.harness.registry.generation, self._served()
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
