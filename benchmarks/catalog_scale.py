@@ -8,7 +8,9 @@ In this process, on a `Harness`:
 - view: the first build for a capability set never seen before, then a cached lookup;
 - misspelled call: `Harness.invoke` of a name one typo away from a real tool (unknown_tool
   with a "Did you mean" fix): the first (which builds the view's name index), the mean and
-  the p99; a valid read-only call's mean beside it, for scale.
+  the p99; a valid read-only call's mean beside it, for scale;
+- listing (in process): the gateway's serialized ``tools/list`` for one view (its
+  `_listing`, without the transport) cold, after one more registration, and cached.
 
 Over Streamable HTTP, against `toolkeeper serve`'s gateway in a child process:
 - listing: ``tools/list`` through the MCP SDK `Client` — the first page cold (the view's
@@ -45,6 +47,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from toolkeeper import Principal, Proposal, ToolContract
+from toolkeeper.gateway.server import GatewayServer
 from toolkeeper.policy import CedarPolicyEngine
 from toolkeeper.runtime.harness import Harness
 
@@ -144,6 +147,24 @@ async def measure_harness(size: int) -> None:
         f"misspelled call     first {us(first)}, mean {us(statistics.mean(wrong))}, "
         f"p99 {us(wrong[int(len(wrong) * 0.99) - 1])}; a valid call: mean "
         f"{us(statistics.mean(right))}"
+    )
+
+    # The gateway's listing for one view, in process: serialized cold, then re-paged after a
+    # registration (each tool keeps its serialized entry), then served from the cache.
+    gateway = GatewayServer(harness, principal_of=lambda _request: reader)
+    start = time.perf_counter()
+    gateway._listing(reader)
+    cold = time.perf_counter() - start
+    harness.register(catalog(size + 1)[-1], executor=read_item)
+    start = time.perf_counter()
+    gateway._listing(reader)
+    again = time.perf_counter() - start
+    start = time.perf_counter()
+    gateway._listing(reader)
+    cached = time.perf_counter() - start
+    print(
+        f"listing (in proc.)  cold {cold * 1e3:,.1f} ms, after a registration "
+        f"{again * 1e3:,.1f} ms, cached {us(cached)}"
     )
     harness.close()
 

@@ -41,6 +41,7 @@ from mcp_types import (
     CallToolResult,
     ListToolsResult,
     PaginatedRequestParams,
+    Tool,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -109,16 +110,16 @@ class _Listing:
     pages: tuple[dict[str, Any], ...]
 
     @classmethod
-    def of(cls, contracts: Sequence[ToolContract]) -> _Listing:
-        basis = "\n".join(f"{c.ref} {c.digest()}" for c in contracts)
-        stamp = hashlib.sha256(basis.encode()).hexdigest()[:16]
-        tools = tool_listing(contracts)
+    def of(cls, tools: Sequence[dict[str, Any]], stamp_basis: str) -> _Listing:
+        """Pages of `tools` (in wire form); `stamp_basis` names what they show."""
+        stamp = hashlib.sha256(stamp_basis.encode()).hexdigest()[:16]
         pages = []
         for start in range(0, len(tools), LIST_PAGE_SIZE):
             end = start + LIST_PAGE_SIZE
-            following = _cursor(stamp, end) if end < len(tools) else None
-            page = ListToolsResult(tools=tools[start:end], next_cursor=following)
-            pages.append(page.model_dump(by_alias=True, mode="json", exclude_none=True))
+            page = {**_EMPTY_PAGE, "tools": list(tools[start:end])}
+            if end < len(tools):
+                page["nextCursor"] = _cursor(stamp, end)
+            pages.append(page)
         return cls(stamp, tuple(pages))
 
     def page_of(self, cursor: str) -> int:
@@ -136,6 +137,14 @@ class _Listing:
         if misaligned or not 0 < page < len(self.pages):
             raise MCPError(code=INVALID_PARAMS, message=f"invalid cursor {cursor!r}")
         return page
+
+
+_EMPTY_PAGE = ListToolsResult(tools=[]).model_dump(by_alias=True, mode="json", exclude_none=True)
+"""A ``tools/list`` result's own fields in wire form, for pages assembled from cached tools."""
+
+
+def _wire(tool: Tool) -> dict[str, Any]:
+    return tool.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _cursor(stamp: str, offset: int) -> str:
@@ -168,6 +177,10 @@ class GatewayServer:
         self._stdio_session = f"stdio-{uuid.uuid4().hex[:12]}" if stdio_session else None
         self._bus = InMemorySubscriptionBus()
         self._listings: OrderedDict[tuple[int, Hashable], _Listing] = OrderedDict()
+        self._wire_tools: dict[str, dict[str, Any] | None] = {}
+        """Each listed ref's entry in wire form: a ref's content never changes (the registry
+        refuses a second definition), so one serialization serves every listing after."""
+        self._resume_tool = _wire(tool_listing([])[-1])
         self._output_schemas: dict[str, bool] = {}
         self._sessions: dict[str, ServerSession] = {}
         self.lowlevel = _Server(
@@ -201,20 +214,35 @@ class GatewayServer:
         return dict(listing.pages[0 if cursor is None else listing.page_of(cursor)])
 
     def _listing(self, principal: Principal) -> _Listing:
-        """The principal's listing, serialized once per change of its view (or, with a
-        federation, of the upstream tools it serves)."""
+        """The principal's listing, paged once per change of its view (or, with a federation,
+        of the upstream tools it serves); each tool is serialized once, when first listed."""
         view = self.harness.views.view(principal, "mcp")
         served = self._served()
         key = (view.version, served)
         listing = self._listings.get(key)
-        if listing is None:
-            visible = [c for c in view.contracts() if self._serves(c, served)]
-            listing = self._listings[key] = _Listing.of(visible)
-            if len(self._listings) > MAX_CACHED_LISTINGS:
-                self._listings.popitem(last=False)
-        else:
+        if listing is not None:
             self._listings.move_to_end(key)
+            return listing
+        tools, basis = [], []
+        for contract in view.contracts():
+            name = view.vendor_name(contract.ref)
+            tool = self._wire_tool(contract) if self._serves(contract, served) else None
+            if tool is not None and name is not None:
+                tools.append({**tool, "name": name})
+                basis.append(f"{name} {contract.ref} {contract.digest()}")
+        tools.append(self._resume_tool)
+        listing = self._listings[key] = _Listing.of(tools, "\n".join(basis))
+        if len(self._listings) > MAX_CACHED_LISTINGS:
+            self._listings.popitem(last=False)
         return listing
+
+    def _wire_tool(self, contract: ToolContract) -> dict[str, Any] | None:
+        """`contract`'s ``tools/list`` entry in wire form, its name as the contract alone
+        would have it (the view's name replaces it); None when the adapter leaves it out."""
+        if contract.ref not in self._wire_tools:
+            rendered = tool_listing([contract])[:-1]  # without the trailing RESUME_TOOL
+            self._wire_tools[contract.ref] = _wire(rendered[0]) if rendered else None
+        return self._wire_tools[contract.ref]
 
     def _served(self) -> frozenset[str] | None:
         """The upstream tool ids the federation serves now; None without a federation. (One
