@@ -135,6 +135,25 @@ def test_a_tool_the_registry_stops_serving_leaves_every_view() -> None:
     assert view["lookup"] is new
 
 
+def test_a_registry_change_nobody_announced_rebuilds_the_views() -> None:
+    """A registry can change without `added` or `changed` (a disable from a federation): the
+    views notice the registry's generation moved and are built again, never stale."""
+    registry = Registry()
+    views = ToolViews(registry)
+    old = ToolEntry(contract("lookup", "1.0.0"), None)
+    registry.add(old)
+    views.added(old)
+    assert views.view(None)["lookup"] is old
+    new = ToolEntry(contract("lookup", "2.0.0"), None)
+    registry.add(new)
+    assert views.view(None)["lookup"] is new
+    late = ToolEntry(contract("search"), None)
+    registry.add(late)
+    registry.add(ToolEntry(contract("search", "0.1.0"), None))  # two changes, one announced
+    views.added(late)
+    assert views.view(None)["search"] is late
+
+
 def test_the_number_of_views_is_bounded() -> None:
     registry = Registry()
     views = ToolViews(registry, limit=4)

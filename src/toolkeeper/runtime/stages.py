@@ -73,7 +73,7 @@ def resolve(proposal: Proposal, visible: View) -> ToolEntry | Stop:
     entry = visible.get(proposal.tool)
     if entry is not None:
         return entry
-    close = suggest(visible, proposal.tool).names
+    close = suggest(proposal.tool, visible)
     fix = f"Did you mean {' or '.join(repr(c) for c in close)}?" if close else None
     return _reject(
         ErrorCategory.UNKNOWN_TOOL,

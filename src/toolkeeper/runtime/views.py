@@ -150,6 +150,7 @@ class View(Mapping[str, ToolEntry]):
         self._vendor: dict[str, ToolEntry] = {}  # vendor name → latest entry
         self._name_of: dict[str, str] = {}  # latest ref → vendor name
         self._groups: dict[str, set[str]] = defaultdict(set)  # wanted name → latest refs
+        self._wants: dict[str, str] = {}  # latest ref → the name it wanted when it came in
         self._whole_table = False
         self._index: NameIndex | None = None
         self._contracts: list[ToolContract] | None = None
@@ -218,12 +219,12 @@ class View(Mapping[str, ToolEntry]):
         self.version = next(_versions)
 
     def _name(self, ref: str) -> None:
-        wanted = self._wanted.of(ref, self.family)
+        wanted = self._wants[ref] = self._wanted.of(self._latest[_id_of(ref)].contract, self.family)
         self._groups[wanted].add(ref)
         self._rename(wanted)
 
     def _unname(self, ref: str) -> None:
-        wanted = self._wanted.of(ref, self.family)
+        wanted = self._wants.pop(ref)
         self._groups[wanted].discard(ref)
         self._drop_name(ref)
         self._rename(wanted)
@@ -288,17 +289,21 @@ class _WantedNames:
     """The legal name each contract asks for per family (what `vendor_names` gives it alone):
     a fact of the contract, computed once and shared by every view."""
 
-    def __init__(self, registry: Registry) -> None:
-        self._registry = registry
+    def __init__(self) -> None:
         self._names: dict[tuple[str, str], str] = {}
 
-    def of(self, ref: str, family: str) -> str:
-        name = self._names.get((ref, family))
+    def of(self, contract: ToolContract, family: str) -> str:
+        key = (contract.ref, family)
+        name = self._names.get(key)
         if name is None:
-            entry = self._registry.get(ref)
-            assert entry is not None, f"{ref} named before it was registered"
-            name = self._names[(ref, family)] = vendor_names([entry.contract], family)[ref]
+            name = self._names[key] = vendor_names([contract], family)[contract.ref]
         return name
+
+    def forget(self, ref: str) -> None:
+        """`ref` was registered again, maybe with new content (a withdrawn definition can be
+        replaced): its names are computed afresh."""
+        for family in FAMILIES:
+            self._names.pop((ref, family), None)
 
 
 class ToolViews:
@@ -309,7 +314,9 @@ class ToolViews:
         self._limit = limit
         self._views: OrderedDict[tuple[Capabilities, str], View] = OrderedDict()
         self._refs: dict[str, dict[str, None]] = defaultdict(dict)  # tool id → its refs
-        self._wanted = _WantedNames(registry)
+        self._wanted = _WantedNames()
+        self._generation = registry.generation
+        """The registry generation the views reflect."""
 
     def __repr__(self) -> str:
         return f"ToolViews(views={len(self._views)}, limit={self._limit})"
@@ -329,6 +336,11 @@ class ToolViews:
                 key="family",
                 value=key[1],
             )
+        if self._registry.generation != self._generation:
+            # The registry changed without `added` or `changed` being told (a disable or an
+            # enable nobody announced): no view can be trusted, each is built again on use.
+            self._views.clear()
+            self._generation = self._registry.generation
         view = self._views.get(key)
         if view is not None:
             self._views.move_to_end(key)
@@ -344,11 +356,17 @@ class ToolViews:
     def added(self, entry: ToolEntry) -> None:
         """A registration: the registry now holds `entry`."""
         self._refs[entry.contract.id][entry.contract.ref] = None
+        self._wanted.forget(entry.contract.ref)
         self.changed(entry.contract.id)
 
     def changed(self, tool_id: str) -> None:
-        """Re-read `tool_id` from the registry into every live view: call it after the
-        registry disables or enables the tool (its `latest` and `get` answer what it serves)."""
+        """Re-read `tool_id` from the registry into every live view: call it after each
+        registry change to the tool — an add, a disable, an enable — as `latest` and `get`
+        then answer what it serves."""
+        if self._registry.generation != self._generation + 1:
+            # More changed than this one tool since the views were last current.
+            self._views.clear()
+        self._generation = self._registry.generation
         current = self._current(tool_id)
         for view in self._views.values():
             view.put(tool_id, *current)
@@ -362,10 +380,10 @@ class ToolViews:
         return self._registry.latest(tool_id), refs
 
 
-def suggest(view: View, name: str) -> Suggestions:
-    """Close names to an unknown `name` among what `view` shows: the resolve stage's "did you
-    mean", bounded per query and blind to every tool outside the view."""
-    return view.suggest(name)
+def suggest(name: str, visible: View) -> list[str]:
+    """Close names to an unknown `name` among what `visible` shows: the resolve stage's "did
+    you mean", bounded per query and blind to every tool outside the view."""
+    return list(visible.suggest(name).names)
 
 
 __all__ = [
