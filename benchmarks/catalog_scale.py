@@ -19,7 +19,7 @@ Over Streamable HTTP, against `toolkeeper serve`'s gateway in a child process:
   windows that alternate (quiet, noisy, noisy, quiet, ...) so drift hits both sides alike.
   In a noisy window a fifth client, in its own process, sends valid calls (the baseline: one
   more busy client), misspelled calls, or lists every page. Printed: the others' calls/s and
-  the ratio noisy / quiet (1.00 = unaffected).
+  p99 latency, and the ratios noisy / quiet (1.00 = unaffected).
 
 Goal at 10,000 tools: a misspelled call ≤ 5 ms and other clients unaffected. No thresholds
 are checked; the numbers are printed. The machine's other load shows in every window alike.
@@ -95,6 +95,10 @@ def read_item(key: str = "") -> dict[str, Any]:
     return {"key": key}
 
 
+def p99(samples: list[float]) -> float:
+    return sorted(samples)[max(0, int(len(samples) * 0.99) - 1)]
+
+
 def us(seconds: float) -> str:
     return f"{seconds * 1e6:,.0f} µs"
 
@@ -142,10 +146,9 @@ async def measure_harness(size: int) -> None:
     first = await timed(lambda: call(typo(0), 0))
     wrong = [await timed(lambda n=n: call(typo(n % size), n)) for n in range(1, 301)]  # type: ignore[misc]
     right = [await timed(lambda n=n: call("svc0.get_item_0", n)) for n in range(300)]  # type: ignore[misc]
-    wrong.sort()
     print(
         f"misspelled call     first {us(first)}, mean {us(statistics.mean(wrong))}, "
-        f"p99 {us(wrong[int(len(wrong) * 0.99) - 1])}; a valid call: mean "
+        f"p99 {us(p99(wrong))}; a valid call: mean "
         f"{us(statistics.mean(right))}"
     )
 
@@ -241,9 +244,9 @@ def child(*arguments: str, ready: Callable[[str], bool]) -> Iterator[str]:
         process.wait()
 
 
-async def others_calls(url: str, window: float) -> int:
-    """Calls the other clients complete in `window` seconds."""
-    done = 0
+async def others_calls(url: str, window: float) -> list[float]:
+    """The latency of every call the other clients complete in `window` seconds."""
+    latencies: list[float] = []
     async with anyio.create_task_group() as tasks:
         sessions = []
         for _ in range(OTHER_CLIENTS):
@@ -251,17 +254,16 @@ async def others_calls(url: str, window: float) -> int:
         stop = time.perf_counter() + window
 
         async def call(session: Client) -> None:
-            nonlocal done
-            while time.perf_counter() < stop:
+            while (start := time.perf_counter()) < stop:
                 result = await session.call_tool("svc0.get_item_0", {"key": "k"})
                 assert not result.is_error, result
-                done += 1
+                latencies.append(time.perf_counter() - start)
 
         async with anyio.create_task_group() as callers:
             for session in sessions:
                 callers.start_soon(call, session)
         tasks.cancel_scope.cancel()
-    return done
+    return latencies
 
 
 async def _open(url: str, *, task_status: Any) -> None:
@@ -286,20 +288,21 @@ async def measure_gateway(size: int, window: float, rounds: int) -> None:
         )
         await others_calls(url, 0.5)  # warm both sides
         for kind in NOISES:
-            quiet: list[int] = []
-            noisy: list[int] = []
+            quiet: list[float] = []
+            noisy: list[float] = []
             for round_ in range(rounds):
                 for side in ("quiet", "noisy") if round_ % 2 == 0 else ("noisy", "quiet"):
                     if side == "quiet":
-                        quiet.append(await others_calls(url, window))
+                        quiet.extend(await others_calls(url, window))
                         continue
                     noise = ("--noise", kind, url, str(size))
                     with child(*noise, ready=lambda line: line == "ready"):
-                        noisy.append(await others_calls(url, window))
-            q, n = sum(quiet) / (window * rounds), sum(noisy) / (window * rounds)
+                        noisy.extend(await others_calls(url, window))
+            q, n = len(quiet) / (window * rounds), len(noisy) / (window * rounds)
             print(
-                f"others vs {kind:<13}quiet {q:7,.0f} calls/s, noisy {n:7,.0f} calls/s, "
-                f"noisy/quiet {n / q:.2f}"
+                f"others vs {kind:<13}quiet {q:7,.0f} calls/s p99 {p99(quiet) * 1e3:5.1f} ms, "
+                f"noisy {n:7,.0f} calls/s p99 {p99(noisy) * 1e3:5.1f} ms; noisy/quiet "
+                f"{n / q:.2f} calls/s, {p99(noisy) / p99(quiet):.2f} p99"
             )
 
 
