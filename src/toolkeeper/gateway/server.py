@@ -24,7 +24,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -96,31 +96,32 @@ class _Server(Server[dict[str, Any]]):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Listing:
-    """One view's ``tools/list`` result, cut into serialized pages.
+    """One view's ``tools/list`` result: the tools it shows in order, cut into pages that are
+    serialized when first asked for (a client that reads one page pays for one page).
 
-    A cursor names the listing's stamp (a digest of the listed contracts, so replicas with
-    the same catalog agree) and an offset. It only ever selects a page of the caller's own
-    listing, so a cursor from another principal shows nothing outside the caller's view; a
-    cursor from a listing that has since changed is refused, and the client lists again.
+    A cursor names the listing's stamp (a digest of the listed names and contracts, so
+    replicas with the same catalog agree) and an offset. It only ever selects a page of the
+    caller's own listing, so a cursor from another principal shows nothing outside the
+    caller's view; a cursor from a listing that has since changed is refused, and the client
+    lists again.
     """
 
     stamp: str
-    pages: tuple[dict[str, Any], ...]
+    tools: tuple[tuple[str, ToolContract], ...]
+    """(name, contract) in listing order; `RESUME_TOOL` follows the last."""
+    pages: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Pages in wire form, by index, as they are first served."""
 
     @classmethod
-    def of(cls, tools: Sequence[dict[str, Any]], stamp_basis: str) -> _Listing:
-        """Pages of `tools` (in wire form); `stamp_basis` names what they show."""
-        stamp = hashlib.sha256(stamp_basis.encode()).hexdigest()[:16]
-        pages = []
-        for start in range(0, len(tools), LIST_PAGE_SIZE):
-            end = start + LIST_PAGE_SIZE
-            page = {**_EMPTY_PAGE, "tools": list(tools[start:end])}
-            if end < len(tools):
-                page["nextCursor"] = _cursor(stamp, end)
-            pages.append(page)
-        return cls(stamp, tuple(pages))
+    def of(cls, tools: Sequence[tuple[str, ToolContract]]) -> _Listing:
+        basis = "\n".join(f"{name} {c.ref} {c.digest()}" for name, c in tools)
+        return cls(hashlib.sha256(basis.encode()).hexdigest()[:16], tuple(tools))
+
+    @property
+    def page_count(self) -> int:
+        return -(-(len(self.tools) + 1) // LIST_PAGE_SIZE)  # + 1: RESUME_TOOL
 
     def page_of(self, cursor: str) -> int:
         """The page `cursor` points to; a protocol error when it is not one of ours."""
@@ -134,7 +135,7 @@ class _Listing:
                 code=INVALID_PARAMS,
                 message="the tool list changed since this cursor was issued; list from the start",
             )
-        if misaligned or not 0 < page < len(self.pages):
+        if misaligned or not 0 < page < self.page_count:
             raise MCPError(code=INVALID_PARAMS, message=f"invalid cursor {cursor!r}")
         return page
 
@@ -210,12 +211,15 @@ class GatewayServer:
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
     ) -> dict[str, Any]:
         listing = self._listing(self._principal(ctx))
-        cursor = params.cursor
-        return dict(listing.pages[0 if cursor is None else listing.page_of(cursor)])
+        index = 0 if params.cursor is None else listing.page_of(params.cursor)
+        page = listing.pages.get(index)
+        if page is None:
+            page = listing.pages[index] = self._page(listing, index)
+        return dict(page)
 
     def _listing(self, principal: Principal) -> _Listing:
-        """The principal's listing, paged once per change of its view (or, with a federation,
-        of the upstream tools it serves); each tool is serialized once, when first listed."""
+        """The principal's listing, made once per change of its view (or, with a federation,
+        of the upstream tools it serves)."""
         view = self.harness.views.view(principal, "mcp")
         served = self._served()
         key = (view.version, served)
@@ -223,18 +227,31 @@ class GatewayServer:
         if listing is not None:
             self._listings.move_to_end(key)
             return listing
-        tools, basis = [], []
+        tools = []
         for contract in view.contracts():
             name = view.vendor_name(contract.ref)
-            tool = self._wire_tool(contract) if self._serves(contract, served) else None
-            if tool is not None and name is not None:
-                tools.append({**tool, "name": name})
-                basis.append(f"{name} {contract.ref} {contract.digest()}")
-        tools.append(self._resume_tool)
-        listing = self._listings[key] = _Listing.of(tools, "\n".join(basis))
+            if name is not None and self._serves(contract, served):
+                tools.append((name, contract))
+        listing = self._listings[key] = _Listing.of(tools)
         if len(self._listings) > MAX_CACHED_LISTINGS:
             self._listings.popitem(last=False)
         return listing
+
+    def _page(self, listing: _Listing, index: int) -> dict[str, Any]:
+        """Page `index` of `listing` in wire form; a tool the adapter leaves out leaves its
+        page one shorter."""
+        start, end = index * LIST_PAGE_SIZE, (index + 1) * LIST_PAGE_SIZE
+        tools = []
+        for name, contract in listing.tools[start:end]:
+            tool = self._wire_tool(contract)
+            if tool is not None:
+                tools.append(tool if tool["name"] == name else {**tool, "name": name})
+        if start <= len(listing.tools) < end:
+            tools.append(self._resume_tool)
+        page = {**_EMPTY_PAGE, "tools": tools}
+        if index + 1 < listing.page_count:
+            page["nextCursor"] = _cursor(listing.stamp, end)
+        return page
 
     def _wire_tool(self, contract: ToolContract) -> dict[str, Any] | None:
         """`contract`'s ``tools/list`` entry in wire form, its name as the contract alone
