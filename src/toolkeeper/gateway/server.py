@@ -17,10 +17,14 @@ request (HTTP) by the era the client opens with:
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,11 +35,13 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
     INVALID_REQUEST,
     CallToolRequestParams,
     CallToolResult,
     ListToolsResult,
     PaginatedRequestParams,
+    Tool,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -64,6 +70,11 @@ CATALOG_POLL_SECONDS = 0.25
 """How often the catalog state is compared. The harness exposes a generation counter and the
 federation its tools' statuses, not callbacks; comparing them costs next to nothing and
 catches changes from every source (registrations, re-listed upstreams, re-approved pins)."""
+LIST_PAGE_SIZE = 500
+"""Tools per ``tools/list`` page; a client follows ``nextCursor`` for the rest, and each
+request serializes one page, however large the catalog."""
+MAX_CACHED_LISTINGS = 64
+"""Serialized listings kept, one per principal view in use (least recently used out)."""
 MAX_TRACKED_SESSIONS = 10_000
 """Handshake-era connections remembered for list-changed pushes (the SDK's session cap)."""
 
@@ -83,6 +94,62 @@ class _Server(Server[dict[str, Any]]):
             experimental_capabilities,
             extensions,
         )
+
+
+@dataclass(slots=True)
+class _Listing:
+    """One view's ``tools/list`` result: the tools it shows in order, cut into pages that are
+    serialized when first asked for (a client that reads one page pays for one page).
+
+    A cursor names the listing's stamp (a digest of the listed names and contracts, so
+    replicas with the same catalog agree) and an offset. It only ever selects a page of the
+    caller's own listing, so a cursor from another principal shows nothing outside the
+    caller's view; a cursor from a listing that has since changed is refused, and the client
+    lists again.
+    """
+
+    stamp: str
+    tools: tuple[tuple[str, ToolContract], ...]
+    """(name, contract) in listing order; `RESUME_TOOL` follows the last."""
+    pages: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Pages in wire form, by index, as they are first served."""
+
+    @classmethod
+    def of(cls, tools: Sequence[tuple[str, ToolContract]]) -> _Listing:
+        basis = "\n".join(f"{name} {c.ref} {c.digest()}" for name, c in tools)
+        return cls(hashlib.sha256(basis.encode()).hexdigest()[:16], tuple(tools))
+
+    @property
+    def page_count(self) -> int:
+        return -(-(len(self.tools) + 1) // LIST_PAGE_SIZE)  # + 1: RESUME_TOOL
+
+    def page_of(self, cursor: str) -> int:
+        """The page `cursor` points to; a protocol error when it is not one of ours."""
+        try:
+            stamp, offset = base64.urlsafe_b64decode(cursor.encode()).decode().split(":")
+            page, misaligned = divmod(int(offset), LIST_PAGE_SIZE)
+        except (ValueError, UnicodeError) as exc:
+            raise MCPError(code=INVALID_PARAMS, message=f"invalid cursor {cursor!r}") from exc
+        if stamp != self.stamp:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message="the tool list changed since this cursor was issued; list from the start",
+            )
+        if misaligned or not 0 < page < self.page_count:
+            raise MCPError(code=INVALID_PARAMS, message=f"invalid cursor {cursor!r}")
+        return page
+
+
+_EMPTY_PAGE = ListToolsResult(tools=[]).model_dump(by_alias=True, mode="json", exclude_none=True)
+"""A ``tools/list`` result's own fields in wire form, for pages assembled from cached tools."""
+
+
+def _wire(tool: Tool) -> dict[str, Any]:
+    return tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def _cursor(stamp: str, offset: int) -> str:
+    return base64.urlsafe_b64encode(f"{stamp}:{offset}".encode()).decode()
 
 
 class GatewayServer:
@@ -110,7 +177,11 @@ class GatewayServer:
         # stdio serves exactly one connection per process, so one id names its session.
         self._stdio_session = f"stdio-{uuid.uuid4().hex[:12]}" if stdio_session else None
         self._bus = InMemorySubscriptionBus()
-        self._listings: dict[tuple[Hashable, frozenset[str]], ListToolsResult] = {}
+        self._listings: OrderedDict[tuple[int, Hashable], _Listing] = OrderedDict()
+        self._wire_tools: dict[str, dict[str, Any] | None] = {}
+        """Each listed ref's entry in wire form: a ref's content never changes (the registry
+        refuses a second definition), so one serialization serves every listing after."""
+        self._resume_tool = _wire(tool_listing([])[-1])
         self._output_schemas: dict[str, bool] = {}
         self._sessions: dict[str, ServerSession] = {}
         self.lowlevel = _Server(
@@ -123,10 +194,12 @@ class GatewayServer:
             # also tell a caller which hidden tools exist.
             get_tool_input_schema=lambda _name: None,
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
-            on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
+        # Added by method rather than as `on_list_tools`, whose slot wants a model: a cached
+        # page is already in its wire form.
+        self.lowlevel.add_request_handler("tools/list", PaginatedRequestParams, self._list_tools)
         self.lowlevel.middleware.append(self._remember_session)
 
     def __repr__(self) -> str:
@@ -135,30 +208,77 @@ class GatewayServer:
     # -- handlers ------------------------------------------------------------------------
 
     async def _list_tools(
-        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
-    ) -> ListToolsResult:
-        principal = self._principal(ctx)
-        key = (self._catalog_state(), principal.capabilities)
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> dict[str, Any]:
+        listing = self._listing(self._principal(ctx))
+        index = 0 if params.cursor is None else listing.page_of(params.cursor)
+        page = listing.pages.get(index)
+        if page is None:
+            page = listing.pages[index] = self._page(listing, index)
+        return dict(page)
+
+    def _listing(self, principal: Principal) -> _Listing:
+        """The principal's listing, made once per change of its view (or, with a federation,
+        of the upstream tools it serves)."""
+        view = self.harness.views.view(principal, "mcp")
+        served = self._served()
+        key = (view.version, served)
         listing = self._listings.get(key)
-        if listing is None:
-            if len(self._listings) > 256:  # one per capability set per catalog state: stale
-                self._listings.clear()
-            visible = [c for c in self.harness.visible_contracts(principal) if self._serves(c)]
-            listing = self._listings[key] = ListToolsResult(tools=tool_listing(visible))
+        if listing is not None:
+            self._listings.move_to_end(key)
+            return listing
+        tools = []
+        for contract in view.contracts():
+            name = view.vendor_name(contract.ref)
+            if name is not None and self._serves(contract, served):
+                tools.append((name, contract))
+        listing = self._listings[key] = _Listing.of(tools)
+        if len(self._listings) > MAX_CACHED_LISTINGS:
+            self._listings.popitem(last=False)
         return listing
 
-    def _serves(self, contract: ToolContract) -> bool:
-        if self._federation is None or contract.id in self._local_ids:
-            return True
-        return self._federation.is_served(contract.id)
+    def _page(self, listing: _Listing, index: int) -> dict[str, Any]:
+        """Page `index` of `listing` in wire form; a tool the adapter leaves out leaves its
+        page one shorter."""
+        start, end = index * LIST_PAGE_SIZE, (index + 1) * LIST_PAGE_SIZE
+        tools = []
+        for name, contract in listing.tools[start:end]:
+            tool = self._wire_tool(contract)
+            if tool is not None:
+                tools.append(tool if tool["name"] == name else {**tool, "name": name})
+        if start <= len(listing.tools) < end:
+            tools.append(self._resume_tool)
+        page = {**_EMPTY_PAGE, "tools": tools}
+        if index + 1 < listing.page_count:
+            page["nextCursor"] = _cursor(listing.stamp, end)
+        return page
+
+    def _wire_tool(self, contract: ToolContract) -> dict[str, Any] | None:
+        """`contract`'s ``tools/list`` entry in wire form, its name as the contract alone
+        would have it (the view's name replaces it); None when the adapter leaves it out."""
+        if contract.ref not in self._wire_tools:
+            rendered = tool_listing([contract])[:-1]  # without the trailing RESUME_TOOL
+            self._wire_tools[contract.ref] = _wire(rendered[0]) if rendered else None
+        return self._wire_tools[contract.ref]
+
+    def _served(self) -> frozenset[str] | None:
+        """The upstream tool ids the federation serves now; None without a federation. (One
+        pass over its tools: asking `is_served` per registered tool costs tools × tools.)"""
+        federation = self._federation
+        if federation is None:
+            return None
+        return frozenset(
+            tool.contract_id
+            for key, tool in federation.tools.items()
+            if key not in federation.withheld
+        )
+
+    def _serves(self, contract: ToolContract, served: frozenset[str] | None) -> bool:
+        return served is None or contract.id in self._local_ids or contract.id in served
 
     def _catalog_state(self) -> Hashable:
         """Changes whenever what any principal may list changes."""
-        generation = self.harness.registry.generation
-        if self._federation is None:
-            return generation
-        served = (c.id for c in self.harness.registry.latest_contracts() if self._serves(c))
-        return generation, frozenset(served)
+        return self.harness.registry.generation, self._served()
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams

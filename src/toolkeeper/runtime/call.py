@@ -25,6 +25,7 @@ from toolkeeper.runtime.envelope import EffectState, ResultEnvelope, Status, Too
 from toolkeeper.runtime.grants import Grant, GrantAuthority
 from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal
 from toolkeeper.runtime.registry import Registry, ToolEntry
+from toolkeeper.runtime.views import View
 from toolkeeper.secrets.providers import ResolvedSecrets, SecretBroker
 from toolkeeper.secrets.redaction import Redactor
 
@@ -34,10 +35,10 @@ class Services:
     """The parts of a harness the stages use. Built once when the harness opens."""
 
     registry: Registry
-    visible: Callable[[Principal, str | None], Mapping[str, ToolEntry]]
+    visible: Callable[[Principal, str | None], View]
     """Name → entry for what a principal may see in a model family's view."""
-    suggest: Callable[[str, Mapping[str, ToolEntry]], list[str]]
-    """Close names for an unknown one, drawn only from the visible map it is given."""
+    suggest: Callable[[str, View], list[str]]
+    """Close names for an unknown one, drawn only from the view it is given."""
     policy: PolicyEngine
     approvals: Approvals
     secrets: SecretBroker

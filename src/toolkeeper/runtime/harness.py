@@ -10,7 +10,6 @@ with `with`/`async with`, or at the first call.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +22,6 @@ import anyio.to_thread
 
 from toolkeeper.artifacts.store import ArtifactStore
 from toolkeeper.contract.model import ToolContract
-from toolkeeper.contract.naming import vendor_names
 from toolkeeper.errors import ApprovalError, ToolkeeperError
 from toolkeeper.executors import Executor
 from toolkeeper.ledger import ApprovalStatus, InvocationRecord, Ledger, RecordState
@@ -46,10 +44,10 @@ from toolkeeper.runtime.recording import base_record, envelope_for_record, recov
 from toolkeeper.runtime.registry import (
     Registry,
     ResourceVersionReader,
-    ToolEntry,
     Verifier,
     compile_entry,
 )
+from toolkeeper.runtime.views import ToolViews, View, suggest
 from toolkeeper.secrets.providers import SecretBroker, default_broker
 
 HOOK_TIMEOUT = 30.0
@@ -89,7 +87,8 @@ class Harness:
         self._services: Services | None = None
         self._opening = threading.Lock()
         self._verifiers: dict[str, Verifier] = {}
-        self._views: dict[tuple[int, frozenset[str], str | None], dict[str, ToolEntry]] = {}
+        self.views = ToolViews(self.registry)
+        """Per-principal views of the catalog, changed in place as tools change."""
 
     def __repr__(self) -> str:
         return f"Harness(home={str(self.home)!r}, tools={len(self.registry)})"
@@ -106,7 +105,7 @@ class Harness:
                 self._services = Services(
                     registry=self.registry,
                     visible=self._visible,
-                    suggest=_suggest,
+                    suggest=suggest,
                     policy=self._policy,
                     approvals=Approvals(ledger),
                     secrets=self.secrets,
@@ -199,8 +198,7 @@ class Harness:
             resource_version=resource_version,
             verifiers=self._verifiers,
         )
-        self.registry.add(entry)
-        self._views.clear()
+        self.registry.add(entry)  # the views follow through the registry's listener
         return entry.contract
 
     def register_verifier(self, name: str, verifier: Verifier) -> None:
@@ -209,51 +207,17 @@ class Harness:
 
     def visible_contracts(self, principal: Principal) -> list[ToolContract]:
         """The latest version of every tool whose required capabilities `principal` holds."""
-        return [
-            c
-            for c in self.registry.latest_contracts()
-            if set(c.required_capabilities) <= principal.capabilities
-        ]
+        return list(self.views.view(principal).contracts())  # a copy: the view keeps its own
 
-    def _visible(self, principal: Principal | None, family: str | None) -> dict[str, ToolEntry]:
+    def _visible(self, principal: Principal | None, family: str | None) -> View:
         """Name → entry for what `principal` may see: vendor names for `family`, plus ids
         and id@version refs (which pin a version)."""
-        caps = principal.capabilities if principal else frozenset({"*"})
-        key = (self.registry.generation, caps, family)
-        cached = self._views.get(key)
-        if cached is not None:
-            return cached
-        if any(generation != key[0] for generation, _, _ in self._views):
-            self._views.clear()  # disable/enable change the registry without register()
-        if principal is None:
-            contracts = self.registry.latest_contracts()
-        else:
-            contracts = self.visible_contracts(principal)
-        names: dict[str, ToolEntry] = {}
-        for contract in contracts:
-            entry = self.registry.latest(contract.id)
-            assert entry is not None
-            names.setdefault(contract.id, entry)
-        for ref, name in vendor_names(contracts, family or "mcp").items():
-            entry = self.registry.get(ref)
-            if entry is not None:
-                names[name] = entry
-        visible_ids = {c.id for c in contracts}
-        for ref in self._all_refs():
-            if ref.split("@", 1)[0] in visible_ids:
-                names.setdefault(ref, self.registry.get(ref))  # type: ignore[arg-type]
-        self._views[key] = names
-        return names
-
-    def _all_refs(self) -> list[str]:
-        return self.registry.refs()
+        return self.views.view(principal, family)
 
     def lookup(self, proposal: Proposal, principal: Principal | None = None) -> ToolContract | None:
         """The contract a proposal's name resolves to (as the resolve stage would)."""
         entry = self._visible(principal, proposal.family).get(proposal.tool)
         return entry.contract if entry else None
-
-    # -- entry points ------------------------------------------------------------------
 
     # -- entry points ------------------------------------------------------------------
 
@@ -453,10 +417,6 @@ class Harness:
     def reconcile_sync(self) -> list[InvocationRecord]:
         _refuse_inside_loop("reconcile_sync", "await harness.reconcile()")
         return asyncio.run(self.reconcile())
-
-
-def _suggest(name: str, visible: Mapping[str, ToolEntry]) -> list[str]:
-    return difflib.get_close_matches(name, list(visible), n=3, cutoff=0.6)
 
 
 def _refuse_inside_loop(name: str, instead: str) -> None:

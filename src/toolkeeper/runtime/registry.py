@@ -256,6 +256,14 @@ class Registry:
         self._latest: dict[str, str] = {}  # id → ref of the highest enabled version
         self.generation = 0
         """Bumped on every change, so caches of rendered views know when to rebuild."""
+        self._listeners: list[Callable[[str, str | None], None]] = []
+
+    def subscribe(self, listener: Callable[[str, str | None], None]) -> None:
+        """Call `listener(tool_id, added_ref)` after every change to a tool: an add (with
+        the ref added), a disable or an enable (with None). Views stay current this way
+        however the registry is changed — by `register`, or by the gateway withholding an
+        upstream tool."""
+        self._listeners.append(listener)
 
     def add(self, entry: ToolEntry) -> None:
         """Register `entry`. The same content again is a no-op; different content under a
@@ -273,7 +281,7 @@ class Registry:
             )
         self._entries[ref] = entry
         self._versions.setdefault(entry.contract.id, set()).add(ref)
-        self._changed(entry.contract.id)
+        self._changed(entry.contract.id, ref)
 
     def disable(self, ref: str, reason: str) -> None:
         """Stop serving `ref`: it no longer resolves, lists or is suggested, so no call can
@@ -306,6 +314,10 @@ class Registry:
         """By `id@version`, else the latest version of `id`."""
         return self.get(name) or self.latest(name)
 
+    def all_refs(self) -> list[str]:
+        """Every registered ref, disabled ones too, sorted."""
+        return sorted(self._entries)
+
     def refs(self) -> list[str]:
         """Every enabled ref, sorted."""
         return sorted(ref for ref in self._entries if ref not in self._disabled)
@@ -324,7 +336,7 @@ class Registry:
         if ref not in self._entries:
             raise RegistryError(f"{ref} is not registered; register() it first")
 
-    def _changed(self, tool_id: str) -> None:
+    def _changed(self, tool_id: str, added: str | None = None) -> None:
         enabled = [ref for ref in self._versions[tool_id] if ref not in self._disabled]
         if enabled:
             self._latest[tool_id] = max(
@@ -333,6 +345,8 @@ class Registry:
         else:
             self._latest.pop(tool_id, None)
         self.generation += 1
+        for listener in self._listeners:
+            listener(tool_id, added)
 
 
 def _content(entry: ToolEntry) -> tuple[str, str]:
