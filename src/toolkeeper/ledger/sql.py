@@ -82,54 +82,6 @@ the GIL only briefly (sqlite3 and psycopg release it while they work), so it nev
 the event loop with JSON encoding."""
 
 
-class _WriteQueue:
-    """Deferred rows of one ledger and the state its writer thread shares with callers.
-
-    `flush` waits on counters, not on an empty list: rows leave `rows` only once their
-    transaction committed, so a batch the writer has taken is still unwritten for every
-    reader, and nobody slips between a batch leaving the queue and reaching the table.
-    """
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.rows: Batch = []
-        self.enqueued = 0
-        """Records ever queued."""
-        self.committed = 0
-        """Records ever committed; a flush waits until this reaches `enqueued` as it found it."""
-        self.failures = 0
-        self.error: Exception | None = None
-        """Why the last batch failed, while its rows are still queued."""
-        self.due = 0.0
-        """Monotonic time at which waiting rows are written, full batch or not."""
-        self.urgent = False
-        """A flush is waiting: write now, without waiting for `due`."""
-        self.closing = False
-        """`close()` began: deferred records are refused and written synchronously instead."""
-        self.stopped = False
-        self.owner: SQLLedger | None = None
-        """The ledger, held while rows wait, so that dropping it cannot lose them."""
-        self.thread: threading.Thread | None = None
-
-    def ready(self) -> bool:
-        if not self.rows:
-            return False
-        if self.urgent or (self.error is None and len(self.rows) >= _BATCH_SIZE):
-            return True
-        return time.monotonic() >= self.due
-
-    def wait_time(self) -> float | None:
-        return max(0.0, self.due - time.monotonic()) if self.rows else None
-
-    def stop(self) -> None:
-        """End the writer thread (also run when the ledger is garbage-collected)."""
-        with self.cond:
-            self.stopped = True
-            self.cond.notify_all()
-        if self.thread is not None and self.thread is not threading.current_thread():
-            self.thread.join()
-
-
 _DDL = """
 CREATE TABLE IF NOT EXISTS invocations (
     request_id TEXT PRIMARY KEY,
@@ -529,6 +481,55 @@ class _Cursor:
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
             self.conn.cursor().executemany(self._sql(statement), rows)
+
+
+class _WriteQueue:
+    """Deferred rows of one ledger and the state its writer thread shares with callers.
+
+    `flush` waits on counters, not on an empty list: rows leave `rows` only once their
+    transaction committed, so a batch the writer has taken is still unwritten for every
+    reader, and nobody slips between a batch leaving the queue and reaching the table.
+    """
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.rows: Batch = []
+        self.enqueued = 0
+        """Records ever queued."""
+        self.committed = 0
+        """Records ever committed; a flush waits until this reaches `enqueued` as it found it."""
+        self.failures = 0
+        """Failed batch attempts, so that a waiting flush learns of a fresh failure."""
+        self.error: Exception | None = None
+        """Why the last batch failed, while its rows are still queued."""
+        self.due = 0.0
+        """Monotonic time at which waiting rows are written, full batch or not."""
+        self.urgent = False
+        """A flush is waiting: write now, without waiting for `due`."""
+        self.closing = False
+        """`close()` began: deferred records are refused and written synchronously instead."""
+        self.stopped = False
+        self.owner: SQLLedger | None = None
+        """The ledger, held while rows wait, so that dropping it cannot lose them."""
+        self.thread: threading.Thread | None = None
+
+    def ready(self) -> bool:
+        if not self.rows:
+            return False
+        if self.urgent or (self.error is None and len(self.rows) >= _BATCH_SIZE):
+            return True
+        return time.monotonic() >= self.due
+
+    def wait_time(self) -> float | None:
+        return max(0.0, self.due - time.monotonic()) if self.rows else None
+
+    def stop(self) -> None:
+        """End the writer thread (also run when the ledger is garbage-collected)."""
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
 
 
 def _write_behind(queue: _WriteQueue) -> None:
