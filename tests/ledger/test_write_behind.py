@@ -168,6 +168,19 @@ def test_close_waits_out_a_passing_fault(opener: Opener) -> None:
     reader.close()
 
 
+def test_close_gives_up_on_a_lasting_fault_and_says_what_was_lost(
+    opener: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("toolkeeper.ledger.sql._CLOSE_GRACE", 0.3)
+    ledger = opener()
+    _admin_connection(ledger)("ALTER TABLE events RENAME TO events_away")
+    for n in range(7):
+        ledger.complete(*deferred(f"d{n}"), defer=True)  # type: ignore[misc]
+    with pytest.raises(LedgerError, match="with 7 deferred record"):
+        ledger.close()
+    assert writer_threads(ledger) == []
+
+
 def test_a_dropped_ledger_writes_its_rows_and_stops_its_writer(tmp_path: Path) -> None:
     ledger = SQLiteLedger(tmp_path / "ledger.db")
     for n in range(10):

@@ -83,4 +83,4 @@ def _without_password(dsn: str) -> str:
     except psycopg.Error:
         return "<unparseable DSN>"
     info.pop("password", None)
-    return psycopg.conninfo.make_conninfo(**info)
+    return psycopg.conninfo.make_conninfo("", **info)

@@ -253,9 +253,10 @@ class SQLLedger:
         self.flush()
         with self._lock:
             try:
-                return self._conn.execute(self._sql(statement), params).fetchall()
+                rows: list[Any] = self._conn.execute(self._sql(statement), params).fetchall()
             except self.db_errors as exc:
                 raise LedgerError(f"ledger read from {self.location} failed: {exc}") from exc
+        return rows
 
     # -- write-behind ------------------------------------------------------------------
 
@@ -446,7 +447,7 @@ class SQLLedger:
         queue = self._queue
         with queue.cond:
             queue.closing = True
-        deadline = time.monotonic() + _CLOSE_GRACE
+        deadline, pause = time.monotonic() + _CLOSE_GRACE, _RETRY_FIRST
         refused: LedgerError | None = None
         while True:
             try:
@@ -456,7 +457,8 @@ class SQLLedger:
                 if time.monotonic() >= deadline:
                     refused = exc
                     break
-                time.sleep(_RETRY_FIRST)
+                time.sleep(pause)
+                pause = min(pause * 2, _RETRY_MAX)
         self._stop_writer()
         _WRITING.discard(self)
         with self._lock:
