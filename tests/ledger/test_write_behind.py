@@ -151,6 +151,21 @@ def test_a_refused_batch_stays_queued_and_is_written_once_the_fault_clears(
     assert len(ledger.query(limit=100)) == 11
 
 
+def test_a_full_queue_makes_callers_write_synchronously(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("toolkeeper.ledger.sql._QUEUE_LIMIT", 5)
+    other = _admin_connection(ledger)
+    other("ALTER TABLE events RENAME TO events_away")
+    for n in range(5):
+        ledger.complete(*deferred(f"d{n}"), defer=True)  # type: ignore[misc]
+    with pytest.raises(LedgerError):  # the sixth waits for the five, which cannot be written
+        ledger.complete(*deferred("d5"), defer=True)  # type: ignore[misc]
+    other("ALTER TABLE events_away RENAME TO events")
+    ledger.complete(*deferred("d5"), defer=True)  # type: ignore[misc]
+    assert len(ledger.query(limit=100)) == 6
+
+
 def test_close_waits_out_a_passing_fault(opener: Opener) -> None:
     ledger = opener()
     other = _admin_connection(ledger)

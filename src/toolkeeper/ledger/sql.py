@@ -70,6 +70,8 @@ _BATCH_SIZE = 64
 _BATCH_WAIT = 0.25
 _RETRY_FIRST = 0.05
 _RETRY_MAX = 2.0
+_QUEUE_LIMIT = 10_000
+"""Deferred records waiting at most; beyond it callers write synchronously (backpressure)."""
 _CLOSE_GRACE = 10.0
 """How long `close()` keeps retrying a batch the database refuses before giving it up."""
 
@@ -261,11 +263,13 @@ class SQLLedger:
     # -- write-behind ------------------------------------------------------------------
 
     def _enqueue(self, record: InvocationRecord, events: Sequence[LedgerEvent]) -> bool:
-        """Queue a deferred record for the writer; False once the ledger is closing."""
+        """Queue a deferred record for the writer. False once the ledger is closing, or while
+        `_QUEUE_LIMIT` records wait (the database is slow or failing): the caller then writes
+        synchronously, so a long fault slows or fails calls instead of filling memory."""
         rows = (record_row(record), event_rows(events))
         queue = self._queue
         with queue.cond:
-            if queue.closing:
+            if queue.closing or len(queue.rows) >= _QUEUE_LIMIT:
                 return False
             if queue.thread is None:
                 queue.thread = threading.Thread(
@@ -298,11 +302,11 @@ class SQLLedger:
             target = queue.enqueued
             if queue.committed >= target:
                 return
-            failures = queue.failures
+            attempts = queue.attempts
             queue.urgent = True
             queue.cond.notify_all()
             while queue.committed < target:
-                if queue.failures > failures:
+                if queue.failed > attempts:
                     raise LedgerError(
                         f"deferred ledger records could not be written to {self.location} "
                         f"({len(queue.rows)} queued, retried in the background): {queue.error}"
@@ -500,8 +504,11 @@ class _WriteQueue:
         """Records ever queued."""
         self.committed = 0
         """Records ever committed; a flush waits until this reaches `enqueued` as it found it."""
-        self.failures = 0
-        """Failed batch attempts, so that a waiting flush learns of a fresh failure."""
+        self.attempts = 0
+        """Batches the writer has begun to write."""
+        self.failed = 0
+        """The number of the last attempt that failed: a flush gives up only on an attempt
+        begun after it was called, never on one that was already failing."""
         self.error: Exception | None = None
         """Why the last batch failed, while its rows are still queued."""
         self.due = 0.0
@@ -549,6 +556,8 @@ def _write_behind(queue: _WriteQueue) -> None:
             if queue.stopped or queue.owner is None:
                 return
             ledger, batch, queue.urgent = queue.owner, list(queue.rows), False
+            queue.attempts += 1
+            attempt = queue.attempts
         try:
             ledger._write_batch(batch)
         except Exception as exc:
@@ -560,7 +569,7 @@ def _write_behind(queue: _WriteQueue) -> None:
                 exc,
             )
             with queue.cond:
-                queue.failures += 1
+                queue.failed = attempt
                 queue.error = exc
                 queue.due = time.monotonic() + retry
                 queue.cond.notify_all()
