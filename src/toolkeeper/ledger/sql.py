@@ -232,16 +232,20 @@ class SQLLedger:
     def _lock_key(self, conn: Any, key: str) -> None:
         """Serialize claims of one idempotency key between writers."""
 
+    def _insert_events(self, cur: Cursor, rows: list[Row]) -> None:
+        """Append a batch's event rows (psycopg pipelines `executemany` in one round trip)."""
+        cur.executemany(_INSERT_EVENT, rows)
+
     # -- plumbing ----------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, *, durable: bool = False) -> Iterator[_Cursor]:
+    def _transaction(self, *, durable: bool = False) -> Iterator[Cursor]:
         with self._lock:
             conn = self._conn
             try:
                 self._begin(conn, durable=durable)
                 try:
-                    yield _Cursor(conn, self._sql)
+                    yield Cursor(conn, self._sql)
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
@@ -290,7 +294,7 @@ class SQLLedger:
     def _write_batch(self, batch: Batch) -> None:
         with self._transaction() as cur:
             cur.executemany(self.upsert_invocation, [row for row, _ in batch])
-            cur.executemany(_INSERT_EVENT, [row for _, rows in batch for row in rows])
+            self._insert_events(cur, [row for _, rows in batch for row in rows])
 
     def flush(self) -> None:
         """Return once every record deferred before this call is committed.
@@ -474,7 +478,7 @@ class SQLLedger:
             ) from refused
 
 
-class _Cursor:
+class Cursor:
     """The connection inside a transaction, with the backend's paramstyle applied."""
 
     def __init__(self, conn: Any, sql: Any) -> None:
