@@ -10,10 +10,12 @@ Records of calls that changed nothing (reads, rejections) may be written behind
 writer thread per ledger group-commits them — once `_BATCH_SIZE` are waiting, within
 `_BATCH_WAIT` seconds otherwise, at once when someone flushes. Every read method and every
 synchronous write flushes first, so a process always reads its own writes and a deferred row
-never lands after a newer one. A batch the database refuses stays queued and is retried;
-`close()` drains the queue and joins the writer, and interpreter exit flushes. Only a hard
-crash can lose such a record — never an intent, never the outcome of a call with side
-effects. Pass `write_behind=False` for a strictly synchronous trail.
+never lands after a newer one. A batch the database refuses stays queued and is retried
+(a flush meanwhile raises `LedgerError`); past `_QUEUE_LIMIT` waiting records, callers write
+synchronously. `close()` drains the queue and joins the writer, and interpreter exit flushes.
+Only a hard crash, or a database that refuses writes for all of `close()`'s grace period
+(it raises, saying how many), can lose such a record — never an intent, never the outcome of
+a call with side effects. Pass `write_behind=False` for a strictly synchronous trail.
 """
 
 from __future__ import annotations
