@@ -23,7 +23,14 @@ import pytest
 from ledger_rows import Opener, record
 
 from toolkeeper.errors import LedgerError
-from toolkeeper.ledger import ApprovalRecord, ApprovalStatus, Ledger, LedgerEvent, RecordState
+from toolkeeper.ledger import (
+    ApprovalRecord,
+    ApprovalStatus,
+    InvocationRecord,
+    Ledger,
+    LedgerEvent,
+    RecordState,
+)
 from toolkeeper.ledger.sqlite import SQLiteLedger
 
 DSN = os.environ.get("TOOLKEEPER_TEST_POSTGRES_DSN")
@@ -39,7 +46,7 @@ def frequent_thread_switches() -> Iterator[None]:
     sys.setswitchinterval(before)
 
 
-def deferred(request_id: str) -> tuple[object, list[LedgerEvent]]:
+def deferred(request_id: str) -> tuple[InvocationRecord, list[LedgerEvent]]:
     done = record(request_id, state=RecordState.COMPLETED, status="succeeded", effect_state="none")
     return done, [LedgerEvent(request_id, "record", "succeeded", {"n": request_id})]
 
@@ -74,10 +81,10 @@ def test_close_with_batches_in_flight_loses_nothing(opener: Opener) -> None:
         def write(i: int, ledger: Ledger = ledger, round_: int = round_) -> None:
             for n in range(150):
                 row, events = deferred(f"r{round_}-{i}-{n}")
-                ledger.complete(row, events, defer=True)  # type: ignore[arg-type]
+                ledger.complete(row, events, defer=True)
 
         in_threads(6, write)
-        ledger.close()  # the writer has batches taken and uncommitted right now
+        ledger.close()  # the writer may hold a batch it has taken and not yet committed
         assert writer_threads(ledger) == []
     reader = opener()
     assert len(reader.query(limit=100_000)) == 5 * 6 * 150
@@ -100,7 +107,7 @@ def test_a_batch_in_flight_behind_a_synchronous_write_is_not_skipped(
         def defer_rows(ledger: Ledger = ledger, round_: int = round_) -> None:
             time.sleep(0.05)  # after the synchronous write below has taken the connection
             for n in range(20):
-                ledger.complete(*deferred(f"{round_}-{n}"), defer=True)  # type: ignore[misc]
+                ledger.complete(*deferred(f"{round_}-{n}"), defer=True)
 
         deferring = threading.Thread(target=defer_rows)
         deferring.start()
@@ -120,7 +127,7 @@ def test_a_read_right_after_a_deferred_write_sees_it(ledger: Ledger) -> None:
         for n in range(120):
             request_id = f"t{i}-{n}"
             row, events = deferred(request_id)
-            ledger.complete(row, events, defer=True)  # type: ignore[arg-type]
+            ledger.complete(row, events, defer=True)
             assert ledger.get(request_id) is not None, f"{request_id} was not read back"
             assert [e.kind for e in ledger.events(request_id)] == ["succeeded"]
 
@@ -131,12 +138,12 @@ def test_a_read_right_after_a_deferred_write_sees_it(ledger: Ledger) -> None:
 def test_a_refused_batch_stays_queued_and_is_written_once_the_fault_clears(
     ledger: Ledger, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ledger.complete(*deferred("before"), defer=True)  # type: ignore[misc]
+    ledger.complete(*deferred("before"), defer=True)
     ledger.flush()
     other = _admin_connection(ledger)
     other("ALTER TABLE events RENAME TO events_away")
     for n in range(10):
-        ledger.complete(*deferred(f"d{n}"), defer=True)  # type: ignore[misc]
+        ledger.complete(*deferred(f"d{n}"), defer=True)
     with caplog.at_level(logging.WARNING, logger="toolkeeper.ledger.sql"):
         with pytest.raises(LedgerError, match="could not be written"):
             ledger.flush()
@@ -158,11 +165,11 @@ def test_a_full_queue_makes_callers_write_synchronously(
     other = _admin_connection(ledger)
     other("ALTER TABLE events RENAME TO events_away")
     for n in range(5):
-        ledger.complete(*deferred(f"d{n}"), defer=True)  # type: ignore[misc]
+        ledger.complete(*deferred(f"d{n}"), defer=True)
     with pytest.raises(LedgerError):  # the sixth waits for the five, which cannot be written
-        ledger.complete(*deferred("d5"), defer=True)  # type: ignore[misc]
+        ledger.complete(*deferred("d5"), defer=True)
     other("ALTER TABLE events_away RENAME TO events")
-    ledger.complete(*deferred("d5"), defer=True)  # type: ignore[misc]
+    ledger.complete(*deferred("d5"), defer=True)
     assert len(ledger.query(limit=100)) == 6
 
 
@@ -171,7 +178,7 @@ def test_close_waits_out_a_passing_fault(opener: Opener) -> None:
     other = _admin_connection(ledger)
     other("ALTER TABLE invocations RENAME TO invocations_away")
     for n in range(20):
-        ledger.complete(*deferred(f"d{n}"), defer=True)  # type: ignore[misc]
+        ledger.complete(*deferred(f"d{n}"), defer=True)
     healer = threading.Timer(
         0.5, other, args=("ALTER TABLE invocations_away RENAME TO invocations",)
     )
@@ -190,7 +197,7 @@ def test_close_gives_up_on_a_lasting_fault_and_says_what_was_lost(
     ledger = opener()
     _admin_connection(ledger)("ALTER TABLE events RENAME TO events_away")
     for n in range(7):
-        ledger.complete(*deferred(f"d{n}"), defer=True)  # type: ignore[misc]
+        ledger.complete(*deferred(f"d{n}"), defer=True)
     with pytest.raises(LedgerError, match="with 7 deferred record"):
         ledger.close()
     assert writer_threads(ledger) == []
@@ -199,7 +206,7 @@ def test_close_gives_up_on_a_lasting_fault_and_says_what_was_lost(
 def test_a_dropped_ledger_writes_its_rows_and_stops_its_writer(tmp_path: Path) -> None:
     ledger = SQLiteLedger(tmp_path / "ledger.db")
     for n in range(10):
-        ledger.complete(*deferred(f"d{n}"), defer=True)  # type: ignore[misc]
+        ledger.complete(*deferred(f"d{n}"), defer=True)
     name = f"{ledger!r} writer"
     del ledger  # never closed: the writer holds it until its rows are written
     gc.collect()
