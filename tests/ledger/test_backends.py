@@ -4,68 +4,16 @@ TOOLKEEPER_TEST_POSTGRES_DSN is set (`.ci/run` sets it to the local server)."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from ledger_rows import Opener, record
 
 from toolkeeper.errors import LedgerError
-from toolkeeper.ledger import (
-    ApprovalRecord,
-    ApprovalStatus,
-    InvocationRecord,
-    Ledger,
-    LedgerEvent,
-    RecordState,
-)
+from toolkeeper.ledger import ApprovalRecord, ApprovalStatus, Ledger, LedgerEvent, RecordState
 from toolkeeper.ledger.sqlite import SQLiteLedger
-
-
-def record(request_id: str, **fields: object) -> InvocationRecord:
-    base = InvocationRecord(
-        request_id=request_id,
-        call_id="c-" + request_id,
-        tool="write_x",
-        principal_id="alice",
-        tenant="acme",
-        state=RecordState.INTENT,
-        contract_ref="write_x@1.0.0",
-    )
-    return replace(base, **fields)  # type: ignore[arg-type]
-
-
-Opener = Callable[[], Ledger]
-DSN = os.environ.get("TOOLKEEPER_TEST_POSTGRES_DSN")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
-    """Opens another connection to one fresh ledger store, as another process would."""
-    if request.param == "sqlite":
-        yield lambda: SQLiteLedger(tmp_path / "ledger.db")
-        return
-    if not DSN:
-        pytest.skip("TOOLKEEPER_TEST_POSTGRES_DSN is not set; .ci/run sets it to the local server")
-    from toolkeeper.ledger.postgres import PostgresLedger
-
-    schema = f"tk_test_{uuid.uuid4().hex[:12]}"
-    yield lambda: PostgresLedger(DSN, schema=schema)
-    import psycopg
-
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-@pytest.fixture
-def ledger(opener: Opener) -> Iterator[Ledger]:
-    opened = opener()
-    yield opened
-    opened.close()
 
 
 def test_wal_mode(tmp_path: Path) -> None:

@@ -1,6 +1,10 @@
-"""Child process of tests/test_reliability.py: 500 committing, keyed invocations whose effect
-appends one line to a file. The parent SIGKILLs it at random moments and starts it again; at
-every start the harness recovers unfinished calls and reconciles them by reading the file."""
+"""Child process of tests/runtime/test_reliability.py: committing, keyed invocations whose
+effect appends one line to a file. The parent SIGKILLs it at random points of its progress and
+starts it again; at every start the harness recovers unfinished calls and reconciles them by
+reading the file.
+
+Progress goes to stdout, one line per step, flushed: `start` once the harness is built (before
+recovery), then the index of each finished call. The parent picks its kill moments from it."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ permit(principal, action, resource) when { resource.id == "append_line" };
 
 def main(home: Path, effects: Path, count: int) -> int:
     harness = Harness(home=home, policy=CedarPolicyEngine(policies=ALLOW, include_defaults=False))
+    print("start", flush=True)
 
     def append_line(line: str, context: ToolContext) -> dict[str, Any]:
         with effects.open("a") as fh:
@@ -57,6 +62,7 @@ def main(home: Path, effects: Path, count: int) -> int:
         envelope = harness.invoke_sync(proposal, principal=principal)
         if envelope.status.value not in ("succeeded", "failed"):
             print(f"{i} {envelope.status.value}", file=sys.stderr)
+        print(i, flush=True)
     return 0
 
 

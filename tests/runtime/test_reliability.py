@@ -1,6 +1,11 @@
 """Crash reliability with real processes (INV-2, INV-5): SIGKILL a child at random moments
 while it performs committing, keyed invocations; after restarts, recovery and
-reconciliation, every invocation is accounted for and no key produced two effects."""
+reconciliation, every invocation is accounted for and no key produced two effects.
+
+The kill moments follow the child's own progress, not wall time, so a fast machine gets as
+many kills as a slow one: each run is killed at a random moment inside the call after a
+randomly chosen call index (later each run), and one run is killed at a random moment of its
+start-up, while it recovers and reconciles what the kill before it left."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,45 +25,70 @@ from toolkeeper.ledger.sqlite import SQLiteLedger
 
 CHILD = Path(__file__).with_name("reliability_child.py")
 COUNT = 500
+KILLS = 10
 
 
-def run_child(home: Path, effects: Path, kill_after: float | None) -> int | None:
+@dataclass(frozen=True)
+class Kill:
+    after: str
+    """The progress line the child prints: `start`, or the index of a finished call."""
+    within: float | None = None
+    """Seconds after that line within which the kill lands, at random; by default about two
+    of the child's calls at the pace it has just shown."""
+
+
+def run_child(home: Path, effects: Path, log: Path, kill: Kill | None, rng: random.Random) -> float:
+    """Run the child to the end, or SIGKILL it at a random moment after it printed
+    `kill.after`. Return how long the child took from `start` to its first call."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(home), str(effects), str(COUNT)],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        proc.wait(timeout=kill_after)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGKILL)
+    with log.open("a") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD), str(home), str(effects), str(COUNT)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+        assert proc.stdout is not None
+        started = startup = last = 0.0
+        pace = 0.0  # the child's recent seconds per call, from its own progress lines
+        for line in proc.stdout:
+            step, now = line.strip(), time.monotonic()
+            if step == "start":
+                started = now
+            elif step == "0":
+                startup = now - started
+            else:
+                pace = now - last if pace == 0.0 else 0.8 * pace + 0.2 * (now - last)
+            last = now
+            if kill is not None and step == kill.after:
+                time.sleep(rng.uniform(0, kill.within or 2 * pace))
+                proc.kill()
+                break
         proc.wait()
-        return None
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    assert proc.returncode == 0, err
-    return proc.returncode
+        proc.stdout.close()
+    if kill is None:
+        assert proc.returncode == 0, log.read_text()
+    else:
+        assert proc.returncode == -signal.SIGKILL, f"ended before {kill}: {log.read_text()}"
+    return startup
 
 
 @pytest.mark.invariant("INV-5")
 @pytest.mark.invariant("INV-2")
 def test_sigkill_at_random_moments_loses_nothing_and_never_doubles(tmp_path: Path) -> None:
-    home, effects = tmp_path / "tk", tmp_path / "effects.txt"
+    home, effects, log = tmp_path / "tk", tmp_path / "effects.txt", tmp_path / "child.log"
     rng = random.Random(2048)
-    kills = 0
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        # import time dominates the first ~0.6 s; kill windows span it and the work
-        if run_child(home, effects, kill_after=rng.uniform(0.3, 2.5)) is not None:
-            break
-        kills += 1
-    else:
-        pytest.fail("the child never completed its 500 invocations")
+    calls = sorted(rng.sample(range(COUNT - 50), KILLS - 1))
+    start_kill = rng.randrange(1, KILLS)  # after a kill that left work to recover
+    startup = run_child(home, effects, log, Kill(str(calls.pop(0))), rng)
+    for n in range(1, KILLS):
+        if n == start_kill:
+            run_child(home, effects, log, Kill("start", startup), rng)
+        else:
+            startup = run_child(home, effects, log, Kill(str(calls.pop(0))), rng)
     # a last clean run recovers and reconciles whatever the final kill left behind
-    run_child(home, effects, kill_after=None)
-    assert kills >= 3, "the test must actually kill the child several times"
+    run_child(home, effects, log, None, rng)
 
     lines = effects.read_text().splitlines()
     per_line = Counter(lines)
@@ -80,3 +111,4 @@ def test_sigkill_at_random_moments_loses_nothing_and_never_doubles(tmp_path: Pat
     assert succeeded_keys == effects_by_key == {f"key-{i}" for i in range(COUNT)}
     originals = [r for r in records if r.status == "succeeded" and r.request_id not in replayed]
     assert len(originals) == len(lines) == COUNT
+    ledger.close()

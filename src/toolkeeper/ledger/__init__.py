@@ -1,8 +1,12 @@
 """The durable ledger: append-only events plus one current-state row per invocation.
 
 `Ledger` is the seam every backend fits. The harness calls it at two moments for a
-side-effecting call — `record_intent` before the effect, `complete` after — and once
-(`complete`) for a read-only call, so governance costs one transaction per read.
+side-effecting call — `record_intent` before the effect, `complete` after, both durable — and
+once (`complete(..., defer=True)`) for a call that changed nothing, which a backend may write
+behind: the caller then pays no transaction of its own.
+
+Every method may block on database I/O and is thread-safe, so async code calls them off the
+event loop, e.g. through `anyio.to_thread.run_sync`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from toolkeeper.ledger.records import (
 
 
 class Ledger(Protocol):
-    """Storage for invocations, their events and approvals. Implementations are thread-safe."""
+    """Storage for invocations, their events and approvals. Implementations are thread-safe,
+    and a process always reads back what it wrote, deferred or not."""
 
     def record_intent(
         self, record: InvocationRecord, events: Sequence[LedgerEvent]
@@ -39,12 +44,13 @@ class Ledger(Protocol):
         """Insert or replace the state row and append `events`, in one transaction.
 
         `defer=True` (only for calls that changed nothing) lets the backend write it behind,
-        group-committed; reads from the same ledger object must still see it.
+        group-committed: every later read from the same ledger object still sees it.
         """
         ...
 
     def flush(self) -> None:
-        """Write deferred records now."""
+        """Return once every record deferred before this call is written; raise `LedgerError`
+        if they cannot be written now (they stay queued and are retried)."""
         ...
 
     def append(self, events: Sequence[LedgerEvent]) -> None: ...
@@ -88,7 +94,9 @@ class Ledger(Protocol):
         """Atomically move an approval from `expected` to `new`; None if it was not there."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Write every deferred record, then release the connection and any writer thread."""
+        ...
 
 
 __all__ = [

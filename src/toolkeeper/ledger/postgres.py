@@ -49,6 +49,7 @@ class PostgresLedger(SQLLedger):
             raise LedgerError(
                 f"schema name {schema!r} must be a plain identifier, e.g. 'toolkeeper'"
             )
+        self.schema = schema
         self.location = _without_password(dsn) + f" (schema {schema})"
         try:
             conn = psycopg.connect(dsn, autocommit=True, row_factory=dict_row)

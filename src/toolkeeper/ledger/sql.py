@@ -6,18 +6,23 @@ deferred record is, how approvals move — are written once, here. Statements us
 placeholders; a backend with another paramstyle rewrites them in `_sql`.
 
 Records of calls that changed nothing (reads, rejections) may be written behind
-(`complete(..., defer=True)`): they are group-committed, by the caller once `_BATCH_SIZE`
-are waiting and otherwise by a writer thread within `_BATCH_WAIT` seconds, so a read costs a
-fraction of a transaction on the caller's path. Every read method flushes
-first, so the process that wrote a record always reads it back; `close()` and interpreter
-exit flush too. Only a hard crash can lose such a record — never an intent, never the outcome
-of a call with side effects. Pass `write_behind=False` for a strictly synchronous trail.
+(`complete(..., defer=True)`): the caller only appends the encoded rows to a queue, and one
+writer thread per ledger group-commits them — once `_BATCH_SIZE` are waiting, within
+`_BATCH_WAIT` seconds otherwise, at once when someone flushes. Every read method and every
+synchronous write flushes first, so a process always reads its own writes and a deferred row
+never lands after a newer one. A batch the database refuses stays queued and is retried
+(a flush meanwhile raises `LedgerError`); past `_QUEUE_LIMIT` waiting records, callers write
+synchronously. `close()` drains the queue and joins the writer, and interpreter exit flushes.
+Only a hard crash, or a database that refuses writes for all of `close()`'s grace period
+(it raises, saying how many), can lose such a record — never an intent, never the outcome of
+a call with side effects. Pass `write_behind=False` for a strictly synchronous trail.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import logging
 import threading
 import time
 import weakref
@@ -65,6 +70,14 @@ _INSERT_EVENT = "INSERT INTO events (request_id, stage, kind, data, at) VALUES (
 _RELEASABLE = ("rejected", "failed", "timed_out", "cancelled")
 _BATCH_SIZE = 64
 _BATCH_WAIT = 0.25
+_RETRY_FIRST = 0.05
+_RETRY_MAX = 2.0
+_QUEUE_LIMIT = 10_000
+"""Deferred records waiting at most; beyond it callers write synchronously (backpressure)."""
+_CLOSE_GRACE = 10.0
+"""How long `close()` keeps retrying a batch the database refuses before giving it up."""
+
+logger = logging.getLogger(__name__)
 
 Row = tuple[Any, ...]
 Batch = list[tuple[Row, list[Row]]]
@@ -198,11 +211,11 @@ class SQLLedger:
         self._conn = conn
         self.write_behind = write_behind
         self._lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._pending: Batch = []
-        self._pending_cond = threading.Condition()
-        self._writer: threading.Thread | None = None
-        self._closed = False
+        """Guards the connection: every public method may run on any thread."""
+        self._queue = _WriteQueue()
+        self._stop_writer = weakref.finalize(self, self._queue.stop)
+        # At exit `_flush_at_exit` drains first; stopping the writer before it would hang it.
+        self._stop_writer.atexit = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
@@ -221,16 +234,20 @@ class SQLLedger:
     def _lock_key(self, conn: Any, key: str) -> None:
         """Serialize claims of one idempotency key between writers."""
 
+    def _insert_events(self, cur: Cursor, rows: list[Row]) -> None:
+        """Append a batch's event rows (psycopg pipelines `executemany` in one round trip)."""
+        cur.executemany(_INSERT_EVENT, rows)
+
     # -- plumbing ----------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, *, durable: bool = False) -> Iterator[_Cursor]:
+    def _transaction(self, *, durable: bool = False) -> Iterator[Cursor]:
         with self._lock:
             conn = self._conn
             try:
                 self._begin(conn, durable=durable)
                 try:
-                    yield _Cursor(conn, self._sql)
+                    yield Cursor(conn, self._sql)
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
@@ -244,51 +261,65 @@ class SQLLedger:
         self.flush()
         with self._lock:
             try:
-                return self._conn.execute(self._sql(statement), params).fetchall()
+                rows: list[Any] = self._conn.execute(self._sql(statement), params).fetchall()
             except self.db_errors as exc:
                 raise LedgerError(f"ledger read from {self.location} failed: {exc}") from exc
+        return rows
 
     # -- write-behind ------------------------------------------------------------------
 
-    def _enqueue(self, record: InvocationRecord, events: Sequence[LedgerEvent]) -> None:
-        with self._pending_cond:
-            self._pending.append((record_row(record), event_rows(events)))
-            if self._writer is None:
-                self._writer = threading.Thread(
-                    target=_write_behind, args=(weakref.ref(self),), daemon=True
+    def _enqueue(self, record: InvocationRecord, events: Sequence[LedgerEvent]) -> bool:
+        """Queue a deferred record for the writer. False once the ledger is closing, or while
+        `_QUEUE_LIMIT` records wait (the database is slow or failing): the caller then writes
+        synchronously, so a long fault slows or fails calls instead of filling memory."""
+        rows = (record_row(record), event_rows(events))
+        queue = self._queue
+        with queue.cond:
+            if queue.closing or len(queue.rows) >= _QUEUE_LIMIT:
+                return False
+            if queue.thread is None:
+                queue.thread = threading.Thread(
+                    target=_write_behind, args=(queue,), name=f"{self!r} writer", daemon=True
                 )
-                self._writer.start()
-                atexit.register(_flush_at_exit, weakref.ref(self))
-            full = len(self._pending) >= _BATCH_SIZE
-        if full:
-            # A busy caller commits its own batch: a writer thread busy at the same moment
-            # would contend for the GIL with every call. The thread only sweeps up what
-            # a quiet caller leaves, every _BATCH_WAIT s.
-            self.flush()
+                queue.thread.start()
+                _WRITING.add(self)
+            if not queue.rows:
+                queue.owner = self
+                queue.due = time.monotonic() + _BATCH_WAIT
+                queue.cond.notify_all()
+            queue.rows.append(rows)
+            queue.enqueued += 1
+            if len(queue.rows) == _BATCH_SIZE:
+                queue.cond.notify_all()
+        return True
 
-    def _wait_for_work(self) -> None:
-        with self._pending_cond:
-            if not self._pending and not self._closed:
-                self._pending_cond.wait(_BATCH_WAIT)
+    def _write_batch(self, batch: Batch) -> None:
+        with self._transaction() as cur:
+            cur.executemany(self.upsert_invocation, [row for row, _ in batch])
+            self._insert_events(cur, [row for _, rows in batch for row in rows])
 
     def flush(self) -> None:
-        """Write every deferred record now. Taking and writing a batch happen under one lock,
-        so no reader can slip between a batch leaving the queue and reaching the table."""
-        if not self._pending:
-            return
-        with self._flush_lock:
-            with self._pending_cond:
-                batch, self._pending = self._pending, []
-            if not batch:
+        """Return once every record deferred before this call is committed.
+
+        Raises `LedgerError` if the writer's next attempt fails; the records stay queued and
+        are retried, so a later flush can succeed."""
+        queue = self._queue
+        with queue.cond:
+            target = queue.enqueued
+            if queue.committed >= target:
                 return
-            try:
-                with self._transaction() as cur:
-                    cur.executemany(self.upsert_invocation, [row for row, _ in batch])
-                    cur.executemany(_INSERT_EVENT, [row for _, rows in batch for row in rows])
-            except LedgerError:
-                with self._pending_cond:
-                    self._pending[:0] = batch
-                raise
+            attempts = queue.attempts
+            queue.urgent = True
+            queue.cond.notify_all()
+            while queue.committed < target:
+                if queue.failed > attempts:
+                    raise LedgerError(
+                        f"deferred ledger records could not be written to {self.location} "
+                        f"({len(queue.rows)} queued, retried in the background): {queue.error}"
+                    ) from queue.error
+                if queue.stopped:
+                    raise LedgerError(f"the ledger at {self.location} is closed")
+                queue.cond.wait()
 
     # -- invocations -------------------------------------------------------------------
 
@@ -318,8 +349,7 @@ class SQLLedger:
     def complete(
         self, record: InvocationRecord, events: Sequence[LedgerEvent], *, defer: bool = False
     ) -> None:
-        if defer and self.write_behind and not self._closed:
-            self._enqueue(record, events)
+        if defer and self.write_behind and self._enqueue(record, events):
             return
         self.flush()
         with self._transaction() as cur:
@@ -420,15 +450,37 @@ class SQLLedger:
         return updated
 
     def close(self) -> None:
-        with self._pending_cond:
-            self._closed = True
-            self._pending_cond.notify_all()
-        self.flush()
+        """Write every deferred record, stop the writer thread, close the connection.
+
+        Records the database still refuses after `_CLOSE_GRACE` seconds are lost; the
+        `LedgerError` raised then says how many."""
+        queue = self._queue
+        with queue.cond:
+            queue.closing = True
+        deadline, pause = time.monotonic() + _CLOSE_GRACE, _RETRY_FIRST
+        refused: LedgerError | None = None
+        while True:
+            try:
+                self.flush()
+                break
+            except LedgerError as exc:
+                if time.monotonic() >= deadline:
+                    refused = exc
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, _RETRY_MAX)
+        self._stop_writer()
+        _WRITING.discard(self)
         with self._lock:
             self._conn.close()
+        if refused is not None:
+            raise LedgerError(
+                f"closed the ledger at {self.location} with {len(queue.rows)} deferred "
+                f"record(s) unwritten: {refused}"
+            ) from refused
 
 
-class _Cursor:
+class Cursor:
     """The connection inside a transaction, with the backend's paramstyle applied."""
 
     def __init__(self, conn: Any, sql: Any) -> None:
@@ -443,24 +495,115 @@ class _Cursor:
             self.conn.cursor().executemany(self._sql(statement), rows)
 
 
-def _write_behind(ref: weakref.ref[SQLLedger]) -> None:
-    """The writer thread: group-commit deferred records until the ledger closes or dies."""
+class _WriteQueue:
+    """Deferred rows of one ledger and the state its writer thread shares with callers.
+
+    `flush` waits on counters, not on an empty list: rows leave `rows` only once their
+    transaction committed, so a batch the writer has taken is still unwritten for every
+    reader, and nobody slips between a batch leaving the queue and reaching the table.
+    """
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.rows: Batch = []
+        self.enqueued = 0
+        """Records ever queued."""
+        self.committed = 0
+        """Records ever committed; a flush waits until this reaches `enqueued` as it found it."""
+        self.attempts = 0
+        """Batches the writer has begun to write."""
+        self.failed = 0
+        """The number of the last attempt that failed: a flush gives up only on an attempt
+        begun after it was called, never on one that was already failing."""
+        self.error: Exception | None = None
+        """Why the last batch failed, while its rows are still queued."""
+        self.due = 0.0
+        """Monotonic time at which waiting rows are written, full batch or not."""
+        self.urgent = False
+        """A flush is waiting: write now, without waiting for `due`."""
+        self.closing = False
+        """`close()` began: deferred records are refused and written synchronously instead."""
+        self.stopped = False
+        self.owner: SQLLedger | None = None
+        """The ledger, held while rows wait, so that dropping it cannot lose them."""
+        self.thread: threading.Thread | None = None
+
+    def ready(self) -> bool:
+        if not self.rows:
+            return False
+        if self.urgent or (self.error is None and len(self.rows) >= _BATCH_SIZE):
+            return True
+        return time.monotonic() >= self.due
+
+    def wait_time(self) -> float | None:
+        return max(0.0, self.due - time.monotonic()) if self.rows else None
+
+    def stop(self) -> None:
+        """End the writer thread (also run when the ledger is garbage-collected)."""
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
+
+
+def _write_behind(queue: _WriteQueue) -> None:
+    """The writer thread: group-commit deferred rows until the ledger closes or is collected.
+
+    A batch that fails stays queued and is retried after a pause that doubles up to
+    `_RETRY_MAX`; a flush cuts the pause short. Any exception is caught: a dead writer would
+    leave every later flush waiting forever.
+    """
+    retry = _RETRY_FIRST
     while True:
-        ledger = ref()
-        if ledger is None or ledger._closed:
-            return
-        ledger._wait_for_work()
+        with queue.cond:
+            while not queue.stopped and not queue.ready():
+                queue.cond.wait(queue.wait_time())
+            if queue.stopped or queue.owner is None:
+                return
+            ledger, batch, queue.urgent = queue.owner, list(queue.rows), False
+            queue.attempts += 1
+            attempt = queue.attempts
+        try:
+            ledger._write_batch(batch)
+        except Exception as exc:
+            logger.warning(
+                "%d deferred ledger record(s) not written to %s, retrying in %.2f s: %s",
+                len(batch),
+                ledger.location,
+                retry,
+                exc,
+            )
+            with queue.cond:
+                queue.failed = attempt
+                queue.error = exc
+                queue.due = time.monotonic() + retry
+                queue.cond.notify_all()
+            retry = min(retry * 2, _RETRY_MAX)
+        else:
+            retry = _RETRY_FIRST
+            with queue.cond:
+                del queue.rows[: len(batch)]
+                queue.committed += len(batch)
+                queue.error = None
+                queue.due = time.monotonic() + _BATCH_WAIT
+                if not queue.rows:
+                    queue.owner = None  # nothing left to lose: the ledger may be collected
+                queue.cond.notify_all()
+        del ledger  # the last reference may be this one; then the finalizer stops the loop
+
+
+_WRITING: weakref.WeakSet[SQLLedger] = weakref.WeakSet()
+"""Ledgers whose writer thread runs, so that interpreter exit can flush them."""
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for ledger in list(_WRITING):
         try:
             ledger.flush()
-        except LedgerError:
-            time.sleep(_BATCH_WAIT)  # the batch is back in the queue; a caller's flush raises
-        del ledger
-
-
-def _flush_at_exit(ref: weakref.ref[SQLLedger]) -> None:
-    ledger = ref()
-    if ledger is not None and not ledger._closed:
-        ledger.flush()
+        except LedgerError as exc:
+            logger.error("%s", exc)
 
 
 def _filters(

@@ -14,9 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper.errors import LedgerError
-from toolkeeper.ledger.sql import APPROVAL_COLUMNS, RECORD_COLUMNS, SQLLedger, schema_ddl
+from toolkeeper.ledger.sql import (
+    APPROVAL_COLUMNS,
+    RECORD_COLUMNS,
+    Cursor,
+    Row,
+    SQLLedger,
+    schema_ddl,
+)
 
 _SCHEMA = schema_ddl(real="REAL", blob="BLOB", serial="INTEGER PRIMARY KEY AUTOINCREMENT")
+_EVENTS_PER_STATEMENT = 200
+"""Event rows per INSERT the writer runs. sqlite3 releases the GIL around every statement
+step, so `executemany` would make the writer thread wait for the GIL once per row while the
+caller is busy; one multi-row statement steps once per chunk. 200 rows bind 1,000 values,
+well under SQLite's limit of 32,766."""
 
 
 def _insert_or_replace(table: str, columns: tuple[str, ...]) -> str:
@@ -58,3 +70,12 @@ class SQLiteLedger(SQLLedger):
     def _end(self, conn: Any, *, durable: bool) -> None:
         if durable:
             conn.execute("PRAGMA synchronous=NORMAL")
+
+    def _insert_events(self, cur: Cursor, rows: list[Row]) -> None:
+        for start in range(0, len(rows), _EVENTS_PER_STATEMENT):
+            chunk = rows[start : start + _EVENTS_PER_STATEMENT]
+            values = ", ".join(["(?, ?, ?, ?, ?)"] * len(chunk))
+            cur.execute(
+                f"INSERT INTO events (request_id, stage, kind, data, at) VALUES {values}",
+                [value for row in chunk for value in row],
+            )
