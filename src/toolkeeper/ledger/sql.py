@@ -139,13 +139,27 @@ def schema_ddl(*, real: str, blob: str, serial: str) -> str:
     return _DDL.format(real=real, blob=blob, serial=serial)
 
 
-# One encoder for every row: json.dumps with options builds a new encoder per call, which
-# costs more than encoding a small event.
+# One encoder for every row, and its C core called directly: `JSONEncoder.encode` sets up
+# per call what costs more than encoding a small event, and a governed read writes a dozen.
+# Without the circular-reference check: rows hold JSON values the pipeline built (validated
+# arguments, dumped envelopes, event data), and a cycle would still end in RecursionError.
 _ENCODE = json.JSONEncoder(default=str, separators=(",", ":")).encode
+_MAKE_C_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)  # absent without _json
+_C_ENCODE = (
+    _MAKE_C_ENCODER(
+        None, str, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    if _MAKE_C_ENCODER is not None
+    else None
+)
 
 
 def _dumps(value: Any) -> str | None:
-    return None if value is None else _ENCODE(value)
+    if value is None:
+        return None
+    if _C_ENCODE is None:
+        return _ENCODE(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 def record_row(r: InvocationRecord) -> tuple[Any, ...]:
