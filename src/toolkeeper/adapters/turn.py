@@ -8,9 +8,10 @@ model listed before it and before everything after it. Answers keep the model's 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from typing import Protocol
+
+import anyio
 
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.runtime.envelope import ResultEnvelope
@@ -46,9 +47,9 @@ async def run_turn(
         if len(batch) == 1:
             await invoke(batch[0])
             continue
-        async with asyncio.TaskGroup() as group:
+        async with anyio.create_task_group() as group:
             for index in batch:
-                group.create_task(invoke(index))
+                group.start_soon(invoke, index)
     return [envelope for envelope in envelopes if envelope is not None]
 
 

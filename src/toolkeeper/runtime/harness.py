@@ -9,7 +9,7 @@ with `with`/`async with`, or at the first call.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import anyio
 import anyio.to_thread
 
 from toolkeeper.artifacts.store import ArtifactStore
@@ -256,8 +257,9 @@ class Harness:
     ) -> ResultEnvelope:
         """`invoke` for code without an event loop."""
         _refuse_inside_loop("invoke_sync", "await harness.invoke(...)")
-        return asyncio.run(
-            self.invoke(
+        return anyio.run(
+            functools.partial(
+                self.invoke,
                 proposal,
                 principal=principal,
                 session=session,
@@ -353,7 +355,7 @@ class Harness:
     ) -> ResultEnvelope:
         """`resume` for code without an event loop."""
         _refuse_inside_loop("resume_sync", "await harness.resume(...)")
-        return asyncio.run(self.resume(approval_id, principal=principal))
+        return anyio.run(functools.partial(self.resume, approval_id, principal=principal))
 
     # -- recovery ----------------------------------------------------------------------
 
@@ -416,12 +418,12 @@ class Harness:
 
     def reconcile_sync(self) -> list[InvocationRecord]:
         _refuse_inside_loop("reconcile_sync", "await harness.reconcile()")
-        return asyncio.run(self.reconcile())
+        return anyio.run(self.reconcile)
 
 
 def _refuse_inside_loop(name: str, instead: str) -> None:
     try:
-        asyncio.get_running_loop()
+        anyio.get_current_task()
     except RuntimeError:
         return
     raise ToolkeeperError(f"{name}() cannot run inside an event loop; use {instead}")
