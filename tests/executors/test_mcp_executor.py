@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
+from http_servers import http_mcp_server
 from toolkeeper import Principal, Proposal, Status, ToolContext
 from toolkeeper.contract.model import Idempotency, SideEffect
 from toolkeeper.errors import ConfigError
@@ -256,36 +254,10 @@ async def test_an_unreachable_server_is_a_connection_error(tmp_path: Path) -> No
             pass
 
 
-@contextmanager
-def http_server(calls: Path) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http", str(port)],
-        env={**os.environ, "RECORD_CALLS": str(calls)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and process.poll() is None
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
 @pytest.mark.anyio
 async def test_a_streamable_http_server_gets_the_headers(calls: Path) -> None:
     authority = GrantAuthority()
-    with http_server(calls) as url:
+    with http_mcp_server(SERVER, {"RECORD_CALLS": str(calls)}) as url:
         async with connect_mcp("web", url=url, headers={"Authorization": "Bearer t0k"}) as web:
             assert "headers" in await web.list_tools()
             executor = McpExecutor(web, "headers", grants=authority)

@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from http_servers import http_mcp_server
 from toolkeeper import Principal, Proposal, ResultEnvelope, Status
 from toolkeeper.cli import main
 from toolkeeper.errors import ConfigError
@@ -334,37 +333,12 @@ async def test_an_unreachable_upstream_is_reported_and_the_others_served(tmp_pat
         assert {server for server, _ in federation.tools} == {"up"}
 
 
-@contextmanager
-def http_upstream() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(FIXTURE), "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and process.poll() is None
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
 @pytest.mark.anyio
 async def test_streamable_http_upstream_with_headers_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("UPSTREAM_TOKEN", "s3cret")
-    with http_upstream() as url:
+    with http_mcp_server(FIXTURE) as url:
         config = UpstreamConfig(
             url=url, namespace="up.", headers={"Authorization": "Bearer ${UPSTREAM_TOKEN}"}
         )

@@ -13,7 +13,7 @@ import pytest
 from toolkeeper import EffectState, ErrorCategory, Principal, Proposal, Status, ToolContract
 from toolkeeper.ledger import InvocationRecord, RecordState
 from toolkeeper.policy import CedarPolicyEngine
-from toolkeeper.runtime import stages
+from toolkeeper.runtime import pipeline, stages
 from toolkeeper.runtime.call import Call, Outcome, Services, Stop, Trail
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.invocation import new_request_id
@@ -90,17 +90,7 @@ def run(coro: Any) -> Any:
 
 def through(services: Services, call: Call, last: str) -> Call:
     """Run the stages up to and including `last`, each one directly."""
-    for stage in (
-        stages.resolve,
-        stages.validate,
-        stages.normalize,
-        stages.authorize,
-        stages.approve,
-        stages.bind_credentials,
-        stages.dispatch,
-        stages.check,
-        stages.project,
-    ):
+    for stage in pipeline.PIPELINE:
         step = run(stage(services, call))
         assert not isinstance(step, Stop), step
         call = step
