@@ -43,5 +43,14 @@ class FunctionExecutor:
             return await self.fn(**kwargs)
         # abandon_on_cancel: a timed-out thread is left to finish; its effect is unknown.
         return await anyio.to_thread.run_sync(
-            functools.partial(self.fn, **kwargs), abandon_on_cancel=True
+            functools.partial(_in_thread, self.fn, kwargs), abandon_on_cancel=True
         )
+
+
+def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    try:
+        return fn(**kwargs)
+    except GeneratorExit as exc:
+        # Handed back to the event loop, GeneratorExit would be thrown into the awaiting
+        # coroutines, which closes them past every handler instead of failing the call.
+        raise RuntimeError(f"the tool raised GeneratorExit: {exc}") from exc

@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 import jsonschema_rs
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from toolkeeper.contract.functions import RESULT_KEY, contract_of, returned_schema
 from toolkeeper.contract.model import ToolContract, semver_key
@@ -78,6 +78,8 @@ class ToolEntry:
         breaks the output schema (`output_errors`); None when it has no JSON form."""
         try:
             output = self.serialize_output(value)
+            # Text must be UTF-8 to reach the ledger and the client: a lone surrogate is not.
+            to_json(output)
         except (PydanticSerializationError, ValueError, TypeError) as exc:
             problem = FieldError(
                 path="",
@@ -93,7 +95,8 @@ class ToolEntry:
         enums, tuples, sets and dates become JSON values, then a non-object is wrapped in
         ``{"result": ...}``. Raises `PydanticSerializationError` for a value with no JSON
         form."""
-        output = to_jsonable_python(value)
+        # NaN and infinities have no JSON form; null is what JSON encoders write for them.
+        output = to_jsonable_python(value, inf_nan_mode="null")
         if self.wraps_result or not isinstance(output, dict):
             return {RESULT_KEY: output}
         return output

@@ -222,7 +222,15 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
     contract = call.entry.contract
     arguments = call.arguments
     assert arguments is not None
-    digest = arguments_digest(arguments)
+    try:
+        digest = arguments_digest(arguments)
+    except UnicodeEncodeError as exc:  # a lone surrogate, which JSON escapes can carry
+        call.trail.add("normalize", "invalid", reason="not UTF-8 text")
+        return reject(
+            ErrorCategory.INVALID_ARGUMENT,
+            f"the arguments hold text that is not valid Unicode: {exc.object[exc.start : exc.end]!a}",
+            "Send every string as valid UTF-8 text (no unpaired surrogate escapes).",
+        )
     approval = call.approval
     key = None
     if approval is not None:
@@ -523,12 +531,8 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
     number = 0
     while True:
         number += 1
-        try:
-            outcome = await attempt(entry, request.arguments, context_of(call, number))
-        except anyio.get_cancelled_exc_class():
-            # Cancelled mid-effect: write what is known before unwinding.
-            _record_cancelled(services, call, number)
-            raise
+        call.attempts = number  # a cancellation from here on knows how far it got
+        outcome = await attempt(entry, request.arguments, context_of(call, number))
         call.trail.add(
             "dispatch",
             f"attempt_{outcome.kind}",
@@ -577,7 +581,8 @@ async def attempt(entry: ToolEntry, arguments: dict[str, Any], context: ToolCont
             effect_committed=committed,
         )
         return Outcome("error", error=error, effect_committed=committed, latency_ms=elapsed())
-    except Exception as exc:
+    except (Exception, SystemExit, GeneratorExit) as exc:
+        # SystemExit and GeneratorExit raised by tool code end the tool, not the caller.
         error = ToolError(
             category=ErrorCategory.INTERNAL,
             message=f"{contract.id} raised {type(exc).__name__}: {exc}",
@@ -632,27 +637,30 @@ def _replay(call: Call, holder: InvocationRecord) -> Stop:
     return Stop(envelope.status, error, envelope=envelope)
 
 
-def _record_cancelled(services: Services, call: Call, attempt_number: int) -> None:
-    """Write a cancelled call's row at once (synchronously: the task is unwinding)."""
+def record_cancelled(services: Services, call: Call, stage: str) -> None:
+    """Write the row of a call whose caller was cancelled in `stage`, at once
+    (synchronously: the task is unwinding). Its effect is unknown once a write was
+    dispatched, and none before; a call already recorded is left as written."""
+    if call.recorded:
+        return
     entry, request = call.entry, call.request
-    assert entry is not None and request is not None
-    contract = entry.contract
-    committed = False if contract.is_read_only else None
-    state = EffectState.NONE if contract.is_read_only else EffectState.UNKNOWN
+    name = entry.contract.id if entry is not None else call.proposal.tool
+    dispatched = call.attempts > 0 and entry is not None and not entry.contract.is_read_only
+    state = EffectState.UNKNOWN if dispatched else EffectState.NONE
     error = ToolError(
         category=ErrorCategory.CANCELLED,
-        message=f"{contract.id} was cancelled while running",
-        effect_committed=committed,
+        message=f"{name} was cancelled during {stage}",
+        effect_committed=None if dispatched else False,
     )
     envelope = ResultEnvelope(
         status=Status.CANCELLED,
         error=error,
         summary=error.message,
-        provenance=provenance(contract, request, None),
-        execution_meta=execution_meta(call.record, request, attempt_number, call.started, state),
+        provenance=provenance(entry.contract, request, None) if entry and request else None,
+        execution_meta=execution_meta(call.record, request, call.attempts, call.started, state),
     )
-    call.trail.add("dispatch", "cancelled", attempt=attempt_number)
-    _write(services, call, envelope, attempt_number, defer=False)
+    call.trail.add(stage, "cancelled", attempt=call.attempts)
+    _write(services, call, envelope, call.attempts, defer=False)
 
 
 # -- 8. check --------------------------------------------------------------------------
@@ -847,6 +855,7 @@ def _write(
         envelope=envelope.model_dump(mode="json"),
     )
     services.ledger.complete(final, call.trail.drain(), defer=defer)
+    call.recorded = True
 
 
 def row(call: Call, state: RecordState, **fields: Any) -> InvocationRecord:
