@@ -228,7 +228,7 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
         call.trail.add("normalize", "invalid", reason="not UTF-8 text")
         return reject(
             ErrorCategory.INVALID_ARGUMENT,
-            f"the arguments hold text that is not valid Unicode: {exc.object[exc.start : exc.end]!a}",
+            f"the arguments hold text that is not valid Unicode: {exc.object[exc.start]!a}",
             "Send every string as valid UTF-8 text (no unpaired surrogate escapes).",
         )
     approval = call.approval
