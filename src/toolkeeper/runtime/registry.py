@@ -269,19 +269,27 @@ class Registry:
         self._listeners.append(listener)
 
     def add(self, entry: ToolEntry) -> None:
-        """Register `entry`. The same content again is a no-op; different content under a
-        registered ref is refused, unless that ref is disabled (a withdrawn definition is
-        replaced, and stays disabled until `enable`)."""
+        """Register `entry`. The same content with the same code again is a no-op; different
+        content, or other code (executor, verifier, version reader) behind the same content,
+        under a registered ref is refused, unless that ref is disabled (a withdrawn
+        definition is replaced, and stays disabled until `enable`)."""
         ref = entry.ref
         existing = self._entries.get(ref)
-        replaced = existing is not None and _content(existing) != _content(entry)
-        if replaced and ref not in self._disabled:
-            assert existing is not None
-            raise RegistryError(
-                f"{ref} is already registered with different content "
-                f"({existing.digest[:19]} vs {entry.digest[:19]}); "
-                "a changed tool needs a new version"
-            )
+        if existing is not None and ref not in self._disabled:
+            if _content(existing) != _content(entry):
+                raise RegistryError(
+                    f"{ref} is already registered with different content "
+                    f"({existing.digest[:19]} vs {entry.digest[:19]}); "
+                    "a changed tool needs a new version"
+                )
+            if _code(existing) != _code(entry):
+                # An approval binds the ref and digest: swapping the code behind them would
+                # run what nobody approved.
+                raise RegistryError(
+                    f"{ref} is already registered with another executor or hook; a changed "
+                    "implementation needs a new version (or disable the ref first)"
+                )
+            return
         self._entries[ref] = entry
         self._versions.setdefault(entry.contract.id, set()).add(ref)
         self._changed(entry.contract.id, ref)
@@ -350,6 +358,13 @@ class Registry:
         self.generation += 1
         for listener in self._listeners:
             listener(tool_id, added)
+
+
+def _code(entry: ToolEntry) -> tuple[Any, ...]:
+    """What runs for an entry, by identity (a function executor by its function)."""
+    executor = entry.executor
+    runs = executor.fn if isinstance(executor, FunctionExecutor) else executor
+    return (runs, entry.verifier, entry.resource_version)
 
 
 def _content(entry: ToolEntry) -> tuple[str, str]:

@@ -1,0 +1,68 @@
+"""Attacks on resume: what an approval binds must be what runs, once, for the principal as
+it is now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolkeeper import Principal, Proposal, Status, ToolContract
+from toolkeeper.errors import RegistryError
+from toolkeeper.policy import CedarPolicyEngine
+from toolkeeper.runtime.harness import Harness
+
+ALICE = Principal("alice", "acme", frozenset({"docs"}))
+
+WRITES_NEED_APPROVAL = """
+@id("t.reads") permit(principal, action, resource) when { resource.side_effect == "none" };
+@id("t.writes") @approval("required")
+permit(principal, action, resource) when { resource.side_effect != "none" };
+"""
+
+
+def approving_harness(tmp_path: Path) -> Harness:
+    policy = CedarPolicyEngine(policies=WRITES_NEED_APPROVAL, include_defaults=False)
+    return Harness(home=tmp_path / "tk", policy=policy)
+
+
+def publish_contract() -> ToolContract:
+    return ToolContract.from_dict(
+        {
+            "id": "publish",
+            "version": "1.0.0",
+            "description": "Publish a document.",
+            "side_effect": "committing",
+            "input_schema": {"type": "object", "properties": {"doc": {"type": "string"}}},
+        }
+    )
+
+
+def test_the_code_behind_an_approved_ref_cannot_be_swapped(tmp_path: Path) -> None:
+    """Defect: registering the same contract again with another executor was called a
+    no-op but replaced the executor, so an approved call ran code nobody approved (the
+    approval binds ref and digest, and a contract's digest does not cover its executor)."""
+    harness = approving_harness(tmp_path)
+    runs: list[str] = []
+
+    def approved(doc: str) -> dict[str, Any]:
+        runs.append("approved")
+        return {"doc": doc}
+
+    def other(doc: str) -> dict[str, Any]:
+        runs.append("other")
+        return {"doc": doc}
+
+    harness.register(publish_contract(), executor=approved)
+    harness.register(publish_contract(), executor=approved)  # the same again: a no-op
+    pending = harness.invoke_sync(Proposal("c1", "publish", {"doc": "d"}), principal=ALICE)
+    assert pending.execution_meta is not None and pending.execution_meta.approval_id
+    approval_id = pending.execution_meta.approval_id
+    harness.approvals.decide(approval_id, "approve", by="editor")
+    with pytest.raises(RegistryError, match="another executor"):
+        harness.register(publish_contract(), executor=other)
+    done = harness.resume_sync(approval_id)
+    assert done.status is Status.SUCCEEDED
+    assert runs == ["approved"]
+    harness.close()
