@@ -231,3 +231,39 @@ def test_a_caller_cancelled_before_dispatch_leaves_a_record_without_effect(
     (record,) = harness.ledger.query()
     assert (record.status, record.effect_state) == ("cancelled", "none")
     harness.close()
+
+
+@pytest.mark.parametrize("raised", [SystemExit, GeneratorExit])
+def test_hooks_raising_systemexit_or_generatorexit_end_only_the_call(
+    tmp_path: Path, raised: type[BaseException]
+) -> None:
+    """Defect: a verifier or resource-version reader calling `sys.exit()` (or raising
+    GeneratorExit on its worker thread) escaped `invoke` and left a bare intent row."""
+    harness = open_harness(tmp_path)
+
+    def read_back(arguments: dict[str, Any], context: Any) -> bool:
+        raise raised(2)
+
+    def versions(arguments: dict[str, Any], context: Any) -> dict[str, str]:
+        raise raised(2)
+
+    @tool(version="1.0.0", side_effect="committing")
+    def publish(doc: str) -> dict[str, Any]:
+        """Publish a document."""
+        return {"published": doc}
+
+    @tool(version="1.0.0", side_effect="committing")
+    def retitle(doc: str) -> dict[str, Any]:
+        """Retitle a document."""
+        return {"retitled": doc}
+
+    harness.register(publish, verifier=read_back)
+    harness.register(retitle, resource_version=versions)
+    published = harness.invoke_sync(Proposal("c1", "publish", {"doc": "d"}), principal=ALICE)
+    assert published.status is Status.EFFECT_UNKNOWN  # the read-back could not tell
+    retitled = harness.invoke_sync(Proposal("c2", "retitle", {"doc": "d"}), principal=ALICE)
+    assert retitled.status is Status.FAILED
+    assert retitled.error is not None and retitled.error.category is ErrorCategory.UNAVAILABLE
+    records = harness.ledger.query()
+    assert sorted(r.state.value for r in records) == ["completed", "completed"]
+    harness.close()

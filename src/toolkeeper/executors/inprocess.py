@@ -43,13 +43,14 @@ class FunctionExecutor:
             return await self.fn(**kwargs)
         # abandon_on_cancel: a timed-out thread is left to finish; its effect is unknown.
         return await anyio.to_thread.run_sync(
-            functools.partial(_in_thread, self.fn, kwargs), abandon_on_cancel=True
+            functools.partial(call_in_thread, self.fn, kwargs), abandon_on_cancel=True
         )
 
 
-def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+def call_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], *args: Any) -> Any:
+    """`fn(*args, **kwargs)`, meant for a worker thread the event loop awaits."""
     try:
-        return fn(**kwargs)
+        return fn(*args, **kwargs)
     except GeneratorExit as exc:
         # Handed back to the event loop, GeneratorExit would be thrown into the awaiting
         # coroutines, which closes them past every handler instead of failing the call.

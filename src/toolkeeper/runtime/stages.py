@@ -29,6 +29,7 @@ import anyio.to_thread
 from toolkeeper.artifacts.store import project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
 from toolkeeper.executors import ToolFailure
+from toolkeeper.executors.inprocess import call_in_thread
 from toolkeeper.ledger import ApprovalStatus, InvocationRecord, RecordState
 from toolkeeper.policy import Decision, PolicyRequest, decide_safely
 from toolkeeper.runtime.assess import AssessedRequest, Environment, ObservedResult, Verdict
@@ -82,7 +83,7 @@ async def call_hook(fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
         else:
             # abandon_on_cancel: a thread cannot be killed; a timed-out hook runs on alone.
             result = await anyio.to_thread.run_sync(
-                functools.partial(fn, *args), abandon_on_cancel=True
+                functools.partial(call_in_thread, fn, {}, *args), abandon_on_cancel=True
             )
         while inspect.isawaitable(result):
             result = await result
@@ -279,7 +280,7 @@ async def _read_versions(services: Services, call: Call) -> dict[str, str] | Sto
         return {str(k): str(v) for k, v in dict(versions or {}).items()}
     except TimeoutError:
         reason = f"the resource-version reader did not answer within {timeout} s"
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # hook code ending itself ends only the call
         reason = f"the resource-version reader raised {type(exc).__name__}: {exc}"
     call.trail.add("normalize", "versions_unreadable", reason=services.redactor.redact_text(reason))
     error = ToolError(
@@ -701,7 +702,7 @@ async def read_back(
     assert entry.verifier is not None
     try:
         verified = await call_hook(entry.verifier, arguments, context, timeout=timeout)
-    except Exception:
+    except (Exception, SystemExit):  # hook code ending itself ends only the read-back
         return None
     return verified if verified in (True, False) else None
 
