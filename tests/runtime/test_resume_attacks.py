@@ -66,3 +66,32 @@ def test_the_code_behind_an_approved_ref_cannot_be_swapped(tmp_path: Path) -> No
     assert done.status is Status.SUCCEEDED
     assert runs == ["approved"]
     harness.close()
+
+
+def test_an_approval_whose_arguments_held_a_secret_says_why_it_cannot_resume(
+    tmp_path: Path,
+) -> None:
+    """Defect: an approval stores its arguments redacted, so a call whose arguments held a
+    known secret value went stale on resume with "the stored arguments no longer match the
+    approved digest" — which reads like tampering. It now says what happened."""
+    harness = approving_harness(tmp_path)
+    runs: list[str] = []
+
+    def publish(doc: str) -> dict[str, Any]:
+        runs.append(doc)
+        return {"doc": doc}
+
+    harness.register(publish_contract(), executor=publish)
+    harness.redactor.add("s3cr3t-token-123")
+    pending = harness.invoke_sync(
+        Proposal("c1", "publish", {"doc": "with s3cr3t-token-123"}), principal=ALICE
+    )
+    assert pending.execution_meta is not None and pending.execution_meta.approval_id
+    approval_id = pending.execution_meta.approval_id
+    assert "s3cr3t" not in str(harness.approvals.get(approval_id).arguments)
+    harness.approvals.decide(approval_id, "approve", by="editor")
+    done = harness.resume_sync(approval_id)
+    assert done.status is Status.REJECTED and done.error is not None
+    assert "held a secret value" in done.error.message
+    assert runs == []
+    harness.close()

@@ -392,6 +392,13 @@ def _stale_reason(services: Services, call: Call) -> str | None:
     if entry.digest != approval.implementation_digest:
         return f"{approval.contract_ref} changed since it was approved"
     if request.arguments_digest != approval.arguments_digest:
+        if services.redactor.placeholder in canonical_json(approval.arguments):
+            # Approvals are stored redacted: a secret value in the arguments is gone.
+            return (
+                "its arguments held a secret value, which an approval never stores, so it "
+                "cannot run from the approval; pass secrets as contract credentials, not "
+                "arguments"
+            )
         return "the stored arguments no longer match the approved digest"
     if entry.resource_version is not None and request.resource_versions != dict(
         approval.resource_versions
