@@ -95,3 +95,46 @@ def test_an_approval_whose_arguments_held_a_secret_says_why_it_cannot_resume(
     assert "held a secret value" in done.error.message
     assert runs == []
     harness.close()
+
+
+def test_secret_classified_inputs_never_reach_the_approval_in_clear(tmp_path: Path) -> None:
+    """Defect: the invocation row masked input fields classified `secret`, but the pending
+    approval (stored in the same ledger) kept them in clear. The approval now holds what the
+    row holds, and resuming it says why it cannot run."""
+    harness = approving_harness(tmp_path)
+    runs: list[str] = []
+    contract = ToolContract.from_dict(
+        {
+            "id": "rotate",
+            "version": "1.0.0",
+            "description": "Rotate a password.",
+            "side_effect": "committing",
+            "input_schema": {
+                "type": "object",
+                "properties": {"user": {"type": "string"}, "password": {"type": "string"}},
+            },
+            "data_classification": {"fields": {"/password": "secret"}},
+        }
+    )
+
+    def rotate(user: str, password: str) -> dict[str, Any]:
+        runs.append(user)
+        return {"user": user}
+
+    harness.register(contract, executor=rotate)
+    secret = "hunter2-correct-horse"
+    pending = harness.invoke_sync(
+        Proposal("c1", "rotate", {"user": "u", "password": secret}), principal=ALICE
+    )
+    assert pending.execution_meta is not None and pending.execution_meta.approval_id
+    approval_id = pending.execution_meta.approval_id
+    assert harness.approvals.get(approval_id).arguments == {"user": "u", "password": "[REDACTED]"}
+    harness.approvals.decide(approval_id, "approve", by="editor")
+    done = harness.resume_sync(approval_id)
+    assert done.error is not None and "held a secret value" in done.error.message
+    assert runs == []
+    harness.close()
+    raw = (tmp_path / "tk" / "ledger.db").read_bytes()
+    wal = tmp_path / "tk" / "ledger.db-wal"
+    raw += wal.read_bytes() if wal.exists() else b""
+    assert secret.encode() not in raw

@@ -453,7 +453,9 @@ async def _suspend(services: Services, call: Call) -> Stop:
             request=request,
             account=services.redactor.redact_text(approval_account(call)),
             policy_ids=decision.policy_ids,
-            arguments=services.redactor.redact(request.arguments),
+            # As the ledger row holds them: secret-classified fields masked, known secrets
+            # redacted. The approval lives in the ledger too.
+            arguments=call.recorded_arguments,
             environment=dict(call.environment),
         )
     )
