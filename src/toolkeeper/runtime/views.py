@@ -65,6 +65,8 @@ class NameIndex:
         # budget reads the same names in every process.
         self._postings: dict[str, dict[str, None]] = defaultdict(dict)
         self._size: dict[str, int] = {}
+        self._longest = 0
+        """An upper bound on the length of an indexed name (kept through discards)."""
         for name in names:
             self.add(name)
 
@@ -74,6 +76,7 @@ class NameIndex:
     def add(self, name: str) -> None:
         grams = _trigrams(name)
         self._size[name] = len(grams)
+        self._longest = max(self._longest, len(name.lower()))  # as compared
         for gram in grams:
             self._postings[gram][name] = None
 
@@ -90,6 +93,10 @@ class NameIndex:
         """Up to `limit` indexed names whose difflib ratio to `name` is at least `cutoff`,
         best first — as `difflib.get_close_matches`, but scoring only the `MAX_COMPARED`
         names sharing the most trigrams with `name`, found within `SCAN_BUDGET` postings."""
+        # difflib's ratio is at most 2*len(b)/(len(a)+len(b)): a name this much longer than
+        # every indexed one matches none, and reading it would cost time in its length.
+        if cutoff > 0 and len(name) * cutoff > self._longest * (2 - cutoff):
+            return Suggestions((), 0, 0)
         grams = _trigrams(name)
         postings = sorted(
             (self._postings[g] for g in grams if g in self._postings), key=len
@@ -210,8 +217,10 @@ class View(Mapping[str, ToolEntry]):
             self._unname(old.contract.ref)
         if latest is not None and self.sees(latest.contract):
             self._latest[tool_id] = latest
-            self._refs.update(refs)
-            self._refs_of[tool_id] = tuple(refs)
+            # A pinned version resolves only for whoever may see that version itself.
+            pinned = [ref for ref, entry in refs.items() if self.sees(entry.contract)]
+            self._refs.update((ref, refs[ref]) for ref in pinned)
+            self._refs_of[tool_id] = tuple(pinned)
             self._name(latest.contract.ref)
         elif old is None:
             return  # neither held nor visible: nothing this view shows changed
