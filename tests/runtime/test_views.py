@@ -56,8 +56,10 @@ def full_rebuild(registry: Registry, who: Principal | None, family: str) -> dict
     for ref, name in vendor_names(contracts, family).items():
         names[name] = registry.get(ref)  # type: ignore[assignment]
     visible = {c.id for c in contracts}
-    for ref in registry._entries:
-        if ref.split("@", 1)[0] in visible:
+    for ref, entry in registry._entries.items():
+        needed = set(entry.contract.required_capabilities)
+        # A pinned version is visible when its tool is and the version itself may be seen.
+        if ref.split("@", 1)[0] in visible and (who is None or needed <= who.capabilities):
             names[ref] = registry.get(ref)  # type: ignore[assignment]
     return names
 
