@@ -76,6 +76,9 @@ class Harness:
     ) -> None:
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
+        self._given_closed = False
+        """Set when close() closed the given ledger: unlike its own, the harness cannot
+        open a given one again."""
         self._policy = policy
         self.secrets = secrets or default_broker()
         self.redactor = self.secrets.redactor
@@ -100,6 +103,11 @@ class Harness:
         Idempotent; every entry point calls it, so calling it yourself is optional."""
         with self._opening:
             if self._services is None:
+                if self._given_closed:
+                    raise ToolkeeperError(
+                        "this harness was closed, and with it the ledger it was given; it "
+                        "cannot open again: build a new Harness with a new ledger"
+                    )
                 ledger = self._given_ledger or SQLiteLedger(self.home / "ledger.db")
                 self._policy = self._policy or CedarPolicyEngine()
                 self._services = Services(
@@ -178,6 +186,7 @@ class Harness:
             services, self._services = self._services, None
             if services is not None:
                 services.ledger.close()
+                self._given_closed = self._given_ledger is not None
 
     # -- catalog -----------------------------------------------------------------------
 
