@@ -267,3 +267,44 @@ def test_hooks_raising_systemexit_or_generatorexit_end_only_the_call(
     records = harness.ledger.query()
     assert sorted(r.state.value for r in records) == ["completed", "completed"]
     harness.close()
+
+
+def test_a_hung_secret_lookup_says_it_timed_out_not_that_nothing_is_configured(
+    tmp_path: Path,
+) -> None:
+    """Defect: a secret provider that did not answer within the hook timeout was reported
+    as "credential(s) … are not configured … retrying will not help", which sends the
+    operator to the wrong place; it is a retryable timeout."""
+    import threading
+
+    from toolkeeper.secrets.providers import CallableSecretProvider, SecretBroker
+
+    release = threading.Event()
+
+    def hung_vault(name: str) -> str | None:
+        release.wait(10)
+        return "value-from-vault"
+
+    harness = Harness(
+        home=tmp_path / "tk",
+        policy=CedarPolicyEngine(
+            policies="permit(principal, action, resource);", include_defaults=False
+        ),
+        secrets=SecretBroker([CallableSecretProvider(hung_vault)]),
+        hook_timeout=0.2,
+    )
+
+    @tool(side_effect="none", credentials=["VAULT_TOKEN"])
+    def fetch() -> dict[str, Any]:
+        """Fetch something."""
+        return {}
+
+    harness.register(fetch)
+    envelope = harness.invoke_sync(Proposal("c1", "fetch", {}), principal=ALICE)
+    release.set()
+    assert envelope.status is Status.FAILED and envelope.error is not None
+    assert envelope.error.category is ErrorCategory.UNAVAILABLE
+    assert envelope.error.retryable
+    assert "did not finish within 0.2 s" in envelope.error.message
+    assert "not configured" not in envelope.error.message
+    harness.close()

@@ -497,7 +497,17 @@ async def bind_credentials(services: Services, call: Call) -> Call | Stop:
             services.secrets.resolve, contract.credentials, timeout=services.hook_timeout
         )
     except TimeoutError:
-        resolved = ResolvedSecrets({}, tuple(contract.credentials))
+        names = ", ".join(contract.credentials)
+        call.trail.add("bind_credentials", "timed_out", names=list(contract.credentials))
+        error = ToolError(
+            category=ErrorCategory.UNAVAILABLE,
+            retryable=True,
+            message=f"{contract.id} cannot run: looking up credential(s) {names} did not "
+            f"finish within {services.hook_timeout} s",
+            suggested_fix="Try again later; nothing was changed.",
+            effect_committed=False,
+        )
+        return Stop(Status.FAILED, error)
     if resolved.missing:
         names = ", ".join(resolved.missing)
         call.trail.add("bind_credentials", "missing", names=list(resolved.missing))
