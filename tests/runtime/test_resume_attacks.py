@@ -138,3 +138,43 @@ def test_secret_classified_inputs_never_reach_the_approval_in_clear(tmp_path: Pa
     wal = tmp_path / "tk" / "ledger.db-wal"
     raw += wal.read_bytes() if wal.exists() else b""
     assert secret.encode() not in raw
+
+
+def test_concurrent_resumes_run_once_and_the_loser_is_not_told_to_wait_for_approval(
+    tmp_path: Path,
+) -> None:
+    """Defect: the resume that lost the claim answered with the row's old envelope,
+    `pending_approval` ("wait for approval …"), while the approved call was running."""
+    import asyncio
+
+    harness = approving_harness(tmp_path)
+    runs: list[str] = []
+
+    async def publish(doc: str) -> dict[str, Any]:
+        runs.append(doc)
+        await asyncio.sleep(0.3)
+        return {"doc": doc}
+
+    harness.register(publish_contract(), executor=publish)
+    pending = harness.invoke_sync(Proposal("c1", "publish", {"doc": "d"}), principal=ALICE)
+    assert pending.execution_meta is not None and pending.execution_meta.approval_id
+    approval_id = pending.execution_meta.approval_id
+    harness.approvals.decide(approval_id, "approve", by="editor")
+
+    async def both() -> list[Any]:
+        first = asyncio.ensure_future(harness.resume(approval_id))
+        while not runs:
+            await asyncio.sleep(0.01)
+        second = await harness.resume(approval_id, principal=ALICE)
+        return [await first, second]
+
+    winner, loser = asyncio.run(both())
+    assert runs == ["d"]
+    assert winner.status is Status.SUCCEEDED
+    assert loser.status is Status.EFFECT_UNKNOWN
+    assert loser.error is not None and "still running" in loser.error.message
+    assert harness.resume_sync(approval_id).status is Status.SUCCEEDED  # now recorded
+    request_id = pending.execution_meta.request_id
+    finals = [e for e in harness.ledger.events(request_id) if e.stage == "record"]
+    assert len(finals) == 1
+    harness.close()
