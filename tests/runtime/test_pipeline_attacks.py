@@ -5,6 +5,7 @@ with exactly one final ledger record, and the ledger must keep taking other call
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -307,4 +308,45 @@ def test_a_hung_secret_lookup_says_it_timed_out_not_that_nothing_is_configured(
     assert envelope.error.retryable
     assert "did not finish within 0.2 s" in envelope.error.message
     assert "not configured" not in envelope.error.message
+    harness.close()
+
+
+def test_a_generator_a_sync_tool_returns_runs_under_its_timeout_off_the_loop(
+    tmp_path: Path,
+) -> None:
+    """Defect: a sync tool returning a generator returned at once, and the check stage read
+    the generator — tool code — on the event loop with no timeout: a blocking (or endless)
+    generator stalled every other call and still `succeeded` against a 0.1 s timeout."""
+    import time
+
+    harness = open_harness(tmp_path)
+
+    @tool(side_effect="none", timeout=0.1)
+    def rows() -> Any:
+        """Stream rows."""
+
+        def produce() -> Any:
+            for n in range(3):
+                time.sleep(0.2)
+                yield n
+
+        return produce()
+
+    harness.register(rows)
+    beats: list[float] = []
+
+    async def main() -> Any:
+        async def heartbeat() -> None:
+            for _ in range(20):
+                beats.append(time.perf_counter())
+                await asyncio.sleep(0.02)
+
+        beating = asyncio.ensure_future(heartbeat())
+        envelope = await harness.invoke(Proposal("c1", "rows", {}), principal=ALICE)
+        await beating
+        return envelope
+
+    envelope = asyncio.run(main())
+    assert envelope.status is Status.TIMED_OUT
+    assert max(b - a for a, b in itertools.pairwise(beats)) < 0.15
     harness.close()

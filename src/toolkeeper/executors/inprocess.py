@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import anyio.to_thread
@@ -43,8 +43,19 @@ class FunctionExecutor:
             return await self.fn(**kwargs)
         # abandon_on_cancel: a timed-out thread is left to finish; its effect is unknown.
         return await anyio.to_thread.run_sync(
-            functools.partial(call_in_thread, self.fn, kwargs), abandon_on_cancel=True
+            functools.partial(call_in_thread, _drained(self.fn), kwargs), abandon_on_cancel=True
         )
+
+
+def _drained(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, with a generator it returns read to a list on its worker thread: the generator's
+    body is tool code, which must run off the event loop and under the call's timeout."""
+
+    def run(**kwargs: Any) -> Any:
+        result = fn(**kwargs)
+        return list(result) if isinstance(result, Generator) else result
+
+    return run
 
 
 def call_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], *args: Any) -> Any:
