@@ -350,3 +350,25 @@ def test_a_generator_a_sync_tool_returns_runs_under_its_timeout_off_the_loop(
     assert envelope.status is Status.TIMED_OUT
     assert max(b - a for a, b in itertools.pairwise(beats)) < 0.15
     harness.close()
+
+
+def test_arguments_nested_too_deeply_to_encode_are_an_invalid_argument(tmp_path: Path) -> None:
+    """Defect: arguments deep enough to pass validation but not JSON encoding (5,000 nested
+    lists) raised RecursionError out of `invoke`, leaving no record."""
+    harness = open_harness(tmp_path)
+
+    @tool(side_effect="none")
+    def keep(value: Any = None) -> dict[str, Any]:
+        """Keep a value."""
+        return {}
+
+    harness.register(keep)
+    deep: Any = 1
+    for _ in range(5000):
+        deep = [deep]
+    envelope = harness.invoke_sync(Proposal("c1", "keep", {"value": deep}), principal=ALICE)
+    assert envelope.status is Status.REJECTED
+    assert envelope.error is not None
+    assert envelope.error.category is ErrorCategory.INVALID_ARGUMENT
+    assert len(harness.ledger.query()) == 1
+    harness.close()

@@ -232,6 +232,13 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
             f"the arguments hold text that is not valid Unicode: {exc.object[exc.start]!a}",
             "Send every string as valid UTF-8 text (no unpaired surrogate escapes).",
         )
+    except RecursionError:  # validation tolerates a depth JSON encoding does not
+        call.trail.add("normalize", "invalid", reason="nested too deeply")
+        return reject(
+            ErrorCategory.INVALID_ARGUMENT,
+            "the arguments are nested too deeply to record",
+            "Send flatter arguments (at most a few hundred levels of nesting).",
+        )
     approval = call.approval
     key = None
     if approval is not None:
