@@ -70,3 +70,38 @@ def test_a_write_runs_alone_even_when_the_full_catalog_names_a_read_alike(
     assert len(messages) == 2
     assert sorted(r.status for r in harness.ledger.query()) == [Status.SUCCEEDED.value] * 2
     harness.close()
+
+
+def test_strict_arguments_nested_too_deeply_are_left_for_the_validate_stage() -> None:
+    """Defect: restoring strict-mode nulls parsed the model's arguments with `json.loads`
+    and let its RecursionError (10,000 nested arrays) out of `parse`, failing the turn."""
+    from toolkeeper.adapters import openai_chat
+
+    strict = ToolContract.from_dict(
+        {
+            "id": "keep",
+            "version": "1.0.0",
+            "description": "Keep a value.",
+            "side_effect": "none",
+            "input_schema": {"type": "object", "properties": {"value": {}}},
+        }
+    )
+    deep = '{"value": ' + "[" * 10_000 + "]" * 10_000 + "}"
+    response = {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "keep", "arguments": deep},
+                        }
+                    ],
+                }
+            }
+        ]
+    }
+    (proposal,) = openai_chat.parse(response, strict_contracts=[strict])
+    assert proposal.arguments == deep
