@@ -65,3 +65,26 @@ def test_a_name_whose_lowercase_is_longer_still_gets_suggestions() -> None:
     """The length bound compares lowercased lengths, as the scoring does."""
     index = NameIndex(["İİİİİİ"])  # lowercases to twelve characters
     assert index.suggest("i̇i̇i̇i̇i̇i̇x").names == ("İİİİİİ",)
+
+
+def test_principals_differing_only_in_capabilities_no_tool_needs_share_one_view(
+    tmp_path: Path,
+) -> None:
+    """Defect: views were keyed by the whole capability set, so 33 principals each holding a
+    per-user capability (`user:<n>`) besides `docs` overflowed the 32 kept views, and every
+    call rebuilt a view of the whole catalog on the event loop (0.3 → 30 ms a call at
+    5,000 tools)."""
+    harness = Harness(home=tmp_path / "tk")
+    harness.register(contract("read_doc", "1.0.0", ["docs"]), executor=lambda: {})
+    harness.register(contract("ping", "1.0.0", []), executor=lambda: {})
+    users = [Principal(f"u{n}", "acme", frozenset({"docs", f"user:{n}"})) for n in range(40)]
+    first = harness.views.view(users[0])
+    assert all(harness.views.view(user) is first for user in users)
+    assert len(harness.views) == 1
+    assert {c.id for c in harness.visible_contracts(users[7])} == {"read_doc", "ping"}
+    # A tool needing a capability only one user holds: that user's view tells it apart.
+    harness.register(contract("mine", "1.0.0", ["user:3"]), executor=lambda: {})
+    assert "mine" in {c.id for c in harness.visible_contracts(users[3])}
+    assert "mine" not in {c.id for c in harness.visible_contracts(users[4])}
+    nobody = Principal("n", "acme", frozenset({"user:99"}))
+    assert {c.id for c in harness.visible_contracts(nobody)} == {"ping"}

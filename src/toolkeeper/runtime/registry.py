@@ -317,6 +317,10 @@ class Registry:
         """The enabled entry registered as `ref`."""
         return None if ref in self._disabled else self._entries.get(ref)
 
+    def entry(self, ref: str) -> ToolEntry | None:
+        """The entry registered as `ref`, enabled or not."""
+        return self._entries.get(ref)
+
     def latest(self, tool_id: str) -> ToolEntry | None:
         ref = self._latest.get(tool_id)
         return self._entries[ref] if ref else None

@@ -326,8 +326,12 @@ class ToolViews:
         self._wanted = _WantedNames()
         self._generation = registry.generation
         """The registry generation the views reflect."""
+        self._required: frozenset[str] = frozenset()
+        """Every capability some registered tool requires: only these tell views apart, so
+        principals differing only in others (a per-user capability) share one view."""
         for ref in registry.all_refs():  # what was registered before these views existed
             self._refs[ref.split("@", 1)[0]][ref] = None
+            self._require(ref)
         registry.subscribe(self._registry_changed)
 
     def __repr__(self) -> str:
@@ -339,7 +343,8 @@ class ToolViews:
     def view(self, principal: Principal | None, family: str | None = None) -> View:
         """What `principal` sees under `family` (None: the MCP names). Built on first use,
         then kept current by `added` and `changed`."""
-        key = (principal.capabilities if principal is not None else None, family or DEFAULT_FAMILY)
+        held = principal.capabilities & self._required if principal is not None else None
+        key = (held, family or DEFAULT_FAMILY)
         if key[1] not in FAMILIES:
             # Refused before a view is kept: a kept view of an unknown family would make every
             # later registration fail while naming its tools.
@@ -371,7 +376,15 @@ class ToolViews:
         if added is not None:
             self._refs[tool_id][added] = None
             self._wanted.forget(added)
+            # A view stays right for whoever it served: its key lacks the new capability, so
+            # only principals holding it (who now get another key) leave it.
+            self._require(added)
         self.changed(tool_id)
+
+    def _require(self, ref: str) -> None:
+        entry = self._registry.entry(ref)
+        assert entry is not None
+        self._required |= frozenset(entry.contract.required_capabilities)
 
     def changed(self, tool_id: str) -> None:
         """Re-read `tool_id` from the registry into every live view: call it after each
