@@ -2,8 +2,9 @@
 
 A `View` is what one capability set sees under one model family: vendor name, tool id and
 ``id@version`` → entry, the visible contracts in ref order, and a trigram index of the vendor
-names for "did you mean" suggestions. `ToolViews` owns the views, at most `VIEW_LIMIT` of them
-(least recently used first out), and changes every live view when one tool changes — a
+names for "did you mean" suggestions. A view is keyed by the capabilities the principal holds
+among those some tool requires, so principals differing only in others share it. `ToolViews`
+owns the views, at most `VIEW_LIMIT` of them (least recently used first out), and changes every live view when one tool changes — a
 registration, or a registry disabling or enabling a tool — instead of rebuilding them all. So
 catalog-wide work happens once per view, never on the per-call path.
 
