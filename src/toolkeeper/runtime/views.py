@@ -4,9 +4,10 @@ A `View` is what one capability set sees under one model family: vendor name, to
 ``id@version`` → entry, the visible contracts in ref order, and a trigram index of the vendor
 names for "did you mean" suggestions. A view is keyed by the capabilities the principal holds
 among those some tool requires, so principals differing only in others share it. `ToolViews`
-owns the views, at most `VIEW_LIMIT` of them (least recently used first out), and changes every live view when one tool changes — a
-registration, or a registry disabling or enabling a tool — instead of rebuilding them all. So
-catalog-wide work happens once per view, never on the per-call path.
+owns the views, at most `VIEW_LIMIT` of them (least recently used first out), and changes
+every live view when one tool changes — a registration, or a registry disabling or enabling a
+tool — instead of rebuilding them all. So catalog-wide work happens once per view, never on
+the per-call path.
 
 Vendor names are `contract.naming.vendor_names` of the visible latest contracts, computed per
 group of contracts that want the same name: a group's names depend on the group alone as long
