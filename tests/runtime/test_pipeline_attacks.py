@@ -235,18 +235,21 @@ def test_a_caller_cancelled_before_dispatch_leaves_a_record_without_effect(
 
 
 @pytest.mark.parametrize("raised", [SystemExit, GeneratorExit])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 def test_hooks_raising_systemexit_or_generatorexit_end_only_the_call(
-    tmp_path: Path, raised: type[BaseException]
+    tmp_path: Path, raised: type[BaseException], is_async: bool
 ) -> None:
     """Defect: a verifier or resource-version reader calling `sys.exit()` (or raising
-    GeneratorExit on its worker thread) escaped `invoke` and left a bare intent row."""
+    GeneratorExit) escaped `invoke` and left a bare intent row."""
     harness = open_harness(tmp_path)
 
-    def read_back(arguments: dict[str, Any], context: Any) -> bool:
+    def fail(arguments: dict[str, Any], context: Any) -> Any:
         raise raised(2)
 
-    def versions(arguments: dict[str, Any], context: Any) -> dict[str, str]:
+    async def fail_async(arguments: dict[str, Any], context: Any) -> Any:
         raise raised(2)
+
+    read_back = versions = fail_async if is_async else fail
 
     @tool(version="1.0.0", side_effect="committing")
     def publish(doc: str) -> dict[str, Any]:

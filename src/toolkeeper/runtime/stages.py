@@ -287,7 +287,7 @@ async def _read_versions(services: Services, call: Call) -> dict[str, str] | Sto
         return {str(k): str(v) for k, v in dict(versions or {}).items()}
     except TimeoutError:
         reason = f"the resource-version reader did not answer within {timeout} s"
-    except (Exception, SystemExit) as exc:  # hook code ending itself ends only the call
+    except (Exception, SystemExit, GeneratorExit) as exc:  # hook code ends only the call
         reason = f"the resource-version reader raised {type(exc).__name__}: {exc}"
     call.trail.add("normalize", "versions_unreadable", reason=services.redactor.redact_text(reason))
     error = ToolError(
@@ -728,7 +728,7 @@ async def read_back(
     assert entry.verifier is not None
     try:
         verified = await call_hook(entry.verifier, arguments, context, timeout=timeout)
-    except (Exception, SystemExit):  # hook code ending itself ends only the read-back
+    except (Exception, SystemExit, GeneratorExit):  # hook code ends only the read-back
         return None
     return verified if verified in (True, False) else None
 
