@@ -178,3 +178,19 @@ def test_concurrent_resumes_run_once_and_the_loser_is_not_told_to_wait_for_appro
     finals = [e for e in harness.ledger.events(request_id) if e.stage == "record"]
     assert len(finals) == 1
     harness.close()
+
+
+def test_resuming_a_call_to_a_disabled_tool_says_why_it_is_stale(tmp_path: Path) -> None:
+    """Defect: an approval for a ref the registry disabled (a withdrawn upstream tool) went
+    stale as "no longer registered", hiding the reason the operator gave."""
+    harness = approving_harness(tmp_path)
+    harness.register(publish_contract(), executor=lambda doc: {"doc": doc})
+    pending = harness.invoke_sync(Proposal("c1", "publish", {"doc": "d"}), principal=ALICE)
+    assert pending.execution_meta is not None and pending.execution_meta.approval_id
+    approval_id = pending.execution_meta.approval_id
+    harness.approvals.decide(approval_id, "approve", by="editor")
+    harness.registry.disable("publish@1.0.0", "withdrawn by its upstream")
+    done = harness.resume_sync(approval_id)
+    assert done.status is Status.REJECTED and done.error is not None
+    assert "disabled: withdrawn by its upstream" in done.error.message
+    harness.close()

@@ -214,10 +214,13 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
     and the current versions of the resources it would change."""
     if call.entry is None:  # only a resumed call arrives here without resolving
         assert call.approval is not None
-        call.trail.add("normalize", "stale", reason="no longer registered")
+        ref = call.approval.contract_ref
+        disabled = services.registry.disabled(ref)
+        reason = f"disabled: {disabled}" if disabled else "no longer registered"
+        call.trail.add("normalize", "stale", reason=reason)
         return reject(
             ErrorCategory.STALE,
-            f"the approved call is stale: {call.approval.contract_ref} is no longer registered",
+            f"the approved call is stale: {ref} is {reason}",
             "Read the current state and propose the call again; it needs a new approval.",
         )
     contract = call.entry.contract
