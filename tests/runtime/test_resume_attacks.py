@@ -194,3 +194,27 @@ def test_resuming_a_call_to_a_disabled_tool_says_why_it_is_stale(tmp_path: Path)
     assert done.status is Status.REJECTED and done.error is not None
     assert "disabled: withdrawn by its upstream" in done.error.message
     harness.close()
+
+
+def test_resume_with_capabilities_added_since_the_proposal_still_runs(tmp_path: Path) -> None:
+    """The principal as it is now: a capability gained since proposing changes nothing for a
+    tool it could already see (and lands it in another view)."""
+    harness = approving_harness(tmp_path)
+    runs: list[str] = []
+    docs = publish_contract().model_copy(update={"required_capabilities": ("docs",)})
+    harness.register(docs, executor=lambda doc: runs.append(doc) or {"doc": doc})
+    harness.register(
+        publish_contract().model_copy(
+            update={"id": "admin_only", "required_capabilities": ("admin",)}
+        ),
+        executor=lambda doc: {},
+    )
+    pending = harness.invoke_sync(Proposal("c1", "publish", {"doc": "d"}), principal=ALICE)
+    assert pending.execution_meta is not None and pending.execution_meta.approval_id
+    approval_id = pending.execution_meta.approval_id
+    harness.approvals.decide(approval_id, "approve", by="editor")
+    promoted = Principal("alice", "acme", frozenset({"docs", "admin"}))
+    done = harness.resume_sync(approval_id, principal=promoted)
+    assert done.status is Status.SUCCEEDED, done.error
+    assert runs == ["d"]
+    harness.close()
