@@ -375,3 +375,35 @@ def test_arguments_nested_too_deeply_to_encode_are_an_invalid_argument(tmp_path:
     assert envelope.error.category is ErrorCategory.INVALID_ARGUMENT
     assert len(harness.ledger.query()) == 1
     harness.close()
+
+
+@pytest.mark.parametrize("raised", [SystemExit, GeneratorExit])
+def test_a_secret_provider_ending_itself_fails_only_the_call(
+    tmp_path: Path, raised: type[BaseException]
+) -> None:
+    """Defect: the broker keeps a provider's exceptions, but SystemExit or GeneratorExit from
+    a provider (a vault client calling `sys.exit()`) escaped `invoke` with no record."""
+    from toolkeeper.secrets.providers import CallableSecretProvider, SecretBroker
+
+    def vault(name: str) -> str | None:
+        raise raised(1)
+
+    harness = Harness(
+        home=tmp_path / "tk",
+        policy=CedarPolicyEngine(
+            policies="permit(principal, action, resource);", include_defaults=False
+        ),
+        secrets=SecretBroker([CallableSecretProvider(vault)]),
+    )
+
+    @tool(side_effect="none", credentials=["VAULT_TOKEN"])
+    def fetch() -> dict[str, Any]:
+        """Fetch something."""
+        return {}
+
+    harness.register(fetch)
+    envelope = harness.invoke_sync(Proposal("c1", "fetch", {}), principal=ALICE)
+    assert envelope.status is Status.FAILED and envelope.error is not None
+    assert envelope.error.category is ErrorCategory.UNAVAILABLE
+    assert len(harness.ledger.query()) == 1
+    harness.close()

@@ -518,6 +518,16 @@ async def bind_credentials(services: Services, call: Call) -> Call | Stop:
             effect_committed=False,
         )
         return Stop(Status.FAILED, error)
+    except (Exception, SystemExit) as exc:  # the broker keeps provider errors; not these
+        reason = services.redactor.redact_text(f"{type(exc).__name__}: {exc}")
+        call.trail.add("bind_credentials", "failed", reason=reason)
+        error = ToolError(
+            category=ErrorCategory.UNAVAILABLE,
+            message=f"{contract.id} cannot run: looking up its credentials raised {reason}",
+            suggested_fix="Tell the operator; nothing was changed.",
+            effect_committed=False,
+        )
+        return Stop(Status.FAILED, error)
     if resolved.missing:
         names = ", ".join(resolved.missing)
         call.trail.add("bind_credentials", "missing", names=list(resolved.missing))
