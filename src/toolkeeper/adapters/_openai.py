@@ -69,7 +69,7 @@ def restore_arguments(arguments: Any, schema: dict[str, Any] | None) -> Any:
         return arguments
     try:
         parsed = json.loads(arguments)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # too deep is malformed for us, too
         return arguments
     if not isinstance(parsed, dict):
         return arguments

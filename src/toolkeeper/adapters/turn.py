@@ -25,7 +25,9 @@ class ToolRunner(Protocol):
         self, proposal: Proposal, *, principal: Principal, session: str | None = None
     ) -> ResultEnvelope: ...
 
-    def lookup(self, proposal: Proposal) -> ToolContract | None: ...
+    def lookup(
+        self, proposal: Proposal, principal: Principal | None = None
+    ) -> ToolContract | None: ...
 
 
 async def run_turn(
@@ -43,7 +45,8 @@ async def run_turn(
             proposals[index], principal=principal, session=session
         )
 
-    for batch in batches(proposals, harness.lookup):
+    # Looked up in the caller's own view: another view can give a name to another tool.
+    for batch in batches(proposals, lambda proposal: harness.lookup(proposal, principal)):
         if len(batch) == 1:
             await invoke(batch[0])
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import anyio.to_thread
@@ -43,5 +43,26 @@ class FunctionExecutor:
             return await self.fn(**kwargs)
         # abandon_on_cancel: a timed-out thread is left to finish; its effect is unknown.
         return await anyio.to_thread.run_sync(
-            functools.partial(self.fn, **kwargs), abandon_on_cancel=True
+            functools.partial(call_in_thread, _drained(self.fn), kwargs), abandon_on_cancel=True
         )
+
+
+def _drained(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, with a generator it returns read to a list on its worker thread: the generator's
+    body is tool code, which must run off the event loop and under the call's timeout."""
+
+    def run(**kwargs: Any) -> Any:
+        result = fn(**kwargs)
+        return list(result) if isinstance(result, Generator) else result
+
+    return run
+
+
+def call_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], *args: Any) -> Any:
+    """`fn(*args, **kwargs)`, meant for a worker thread the event loop awaits."""
+    try:
+        return fn(*args, **kwargs)
+    except GeneratorExit as exc:
+        # Handed back to the event loop, GeneratorExit would be thrown into the awaiting
+        # coroutines, which closes them past every handler instead of failing the call.
+        raise RuntimeError(f"the tool raised GeneratorExit: {exc}") from exc

@@ -162,8 +162,17 @@ def _dumps(value: Any) -> str | None:
     return "".join(_C_ENCODE(value, 0))
 
 
+def _text(value: Any) -> Any:
+    """A text column's value as the database can store it: a lone surrogate (which a
+    model's JSON can carry, as ``"\\ud800"``, into a tool name or call id) is written as its
+    escape instead of failing the whole write-behind batch."""
+    if isinstance(value, str) and not value.isascii():
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def record_row(r: InvocationRecord) -> tuple[Any, ...]:
-    values = [getattr(r, name) for name in RECORD_COLUMNS]
+    values = [_text(getattr(r, name)) for name in RECORD_COLUMNS]
     values[RECORD_COLUMNS.index("state")] = r.state.value
     values[RECORD_COLUMNS.index("arguments")] = _dumps(r.arguments)
     values[RECORD_COLUMNS.index("envelope")] = _dumps(r.envelope)

@@ -128,6 +128,7 @@ class Call:
     holds_key: bool = False  # dispatch: the intent claimed the idempotency key
     checked: Checked | None = None  # check
     envelope: ResultEnvelope | None = None  # project
+    recorded: bool = False  # record: the final row is written
 
     @property
     def request_id(self) -> str:

@@ -25,7 +25,13 @@ from toolkeeper.artifacts.store import ArtifactStore
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ApprovalError, ToolkeeperError
 from toolkeeper.executors import Executor
-from toolkeeper.ledger import ApprovalStatus, InvocationRecord, Ledger, RecordState
+from toolkeeper.ledger import (
+    ApprovalRecord,
+    ApprovalStatus,
+    InvocationRecord,
+    Ledger,
+    RecordState,
+)
 from toolkeeper.ledger.sqlite import SQLiteLedger
 from toolkeeper.policy import CedarPolicyEngine, PolicyEngine
 from toolkeeper.runtime import pipeline, stages
@@ -77,6 +83,9 @@ class Harness:
     ) -> None:
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
+        self._given_closed = False
+        """Set when close() closed the given ledger: unlike its own, the harness cannot
+        open a given one again."""
         self._policy = policy
         self.secrets = secrets or default_broker()
         self.redactor = self.secrets.redactor
@@ -101,6 +110,11 @@ class Harness:
         Idempotent; every entry point calls it, so calling it yourself is optional."""
         with self._opening:
             if self._services is None:
+                if self._given_closed:
+                    raise ToolkeeperError(
+                        "this harness was closed, and with it the ledger it was given; it "
+                        "cannot open again: build a new Harness with a new ledger"
+                    )
                 ledger = self._given_ledger or SQLiteLedger(self.home / "ledger.db")
                 self._policy = self._policy or CedarPolicyEngine()
                 self._services = Services(
@@ -179,6 +193,7 @@ class Harness:
             services, self._services = self._services, None
             if services is not None:
                 services.ledger.close()
+                self._given_closed = self._given_ledger is not None
 
     # -- catalog -----------------------------------------------------------------------
 
@@ -318,12 +333,12 @@ class Harness:
             )
             if claimed is None:  # another resume got there first
                 record = await stages.offload(services.ledger.get, approval.request_id) or record
-                return ResultEnvelope.model_validate(record.envelope)
+                return _answer_of(record, replace(approval, status=ApprovalStatus.CONSUMED))
         elif not (
             approval.status is ApprovalStatus.DENIED
             and record.state is RecordState.PENDING_APPROVAL
         ):
-            return ResultEnvelope.model_validate(record.envelope)
+            return _answer_of(record, approval)
         now = principal or Principal(
             id=stored["id"],
             tenant=stored["tenant"],
@@ -419,6 +434,23 @@ class Harness:
     def reconcile_sync(self) -> list[InvocationRecord]:
         _refuse_inside_loop("reconcile_sync", "await harness.reconcile()")
         return anyio.run(self.reconcile)
+
+
+def _answer_of(record: InvocationRecord, approval: ApprovalRecord) -> ResultEnvelope:
+    """What a resume that does not run the call answers: its recorded outcome, or the
+    pending answer while the approval waits. A call another resume has taken up is no longer
+    waiting, though its row still carries the pending answer until it completes."""
+    if record.state is RecordState.COMPLETED or approval.status is ApprovalStatus.PENDING:
+        return ResultEnvelope.model_validate(record.envelope)
+    error = ToolError(
+        category=ErrorCategory.EFFECT_UNKNOWN,
+        message=f"approval {approval.approval_id} was already taken up; its call is still "
+        f"running as {record.request_id}",
+        suggested_fix="Wait and read its outcome; do not repeat the call.",
+        retryable=True,
+        effect_committed=None,
+    )
+    return ResultEnvelope(status=Status.EFFECT_UNKNOWN, error=error, summary=error.message)
 
 
 def _refuse_inside_loop(name: str, instead: str) -> None:

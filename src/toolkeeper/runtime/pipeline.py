@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import anyio
+
 from toolkeeper.runtime import stages
 from toolkeeper.runtime.call import Call, Services, Stop
 from toolkeeper.runtime.envelope import ResultEnvelope
@@ -27,10 +29,19 @@ STAGE_NAMES = (*(stage.__name__ for stage in PIPELINE), stages.record.__name__)
 
 
 async def run(services: Services, call: Call, *, start: str = "resolve") -> ResultEnvelope:
-    """Run `call` from stage `start` to the end; a `Stop` skips to the record stage."""
-    for stage in PIPELINE[STAGE_NAMES.index(start) :]:
-        step = await stage(services, call)
-        if isinstance(step, Stop):
-            return await stages.record(services, call, step)
-        call = step
-    return await stages.record(services, call, None)
+    """Run `call` from stage `start` to the end; a `Stop` skips to the record stage, and a
+    cancelled caller still leaves the call's record."""
+    name = "record"
+    try:
+        for stage in PIPELINE[STAGE_NAMES.index(start) :]:
+            name = stage.__name__
+            step = await stage(services, call)
+            if isinstance(step, Stop):
+                name = "record"
+                return await stages.record(services, call, step)
+            call = step
+        name = "record"
+        return await stages.record(services, call, None)
+    except anyio.get_cancelled_exc_class():
+        stages.record_cancelled(services, call, name)
+        raise

@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 import jsonschema_rs
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from toolkeeper.contract.functions import RESULT_KEY, contract_of, returned_schema
 from toolkeeper.contract.model import ToolContract, semver_key
@@ -78,6 +78,8 @@ class ToolEntry:
         breaks the output schema (`output_errors`); None when it has no JSON form."""
         try:
             output = self.serialize_output(value)
+            # Text must be UTF-8 to reach the ledger and the client: a lone surrogate is not.
+            to_json(output)
         except (PydanticSerializationError, ValueError, TypeError) as exc:
             problem = FieldError(
                 path="",
@@ -93,7 +95,8 @@ class ToolEntry:
         enums, tuples, sets and dates become JSON values, then a non-object is wrapped in
         ``{"result": ...}``. Raises `PydanticSerializationError` for a value with no JSON
         form."""
-        output = to_jsonable_python(value)
+        # NaN and infinities have no JSON form; null is what JSON encoders write for them.
+        output = to_jsonable_python(value, inf_nan_mode="null")
         if self.wraps_result or not isinstance(output, dict):
             return {RESULT_KEY: output}
         return output
@@ -266,19 +269,27 @@ class Registry:
         self._listeners.append(listener)
 
     def add(self, entry: ToolEntry) -> None:
-        """Register `entry`. The same content again is a no-op; different content under a
-        registered ref is refused, unless that ref is disabled (a withdrawn definition is
-        replaced, and stays disabled until `enable`)."""
+        """Register `entry`. The same content with the same code again is a no-op; different
+        content, or other code (executor, verifier, version reader) behind the same content,
+        under a registered ref is refused, unless that ref is disabled (a withdrawn
+        definition is replaced, and stays disabled until `enable`)."""
         ref = entry.ref
         existing = self._entries.get(ref)
-        replaced = existing is not None and _content(existing) != _content(entry)
-        if replaced and ref not in self._disabled:
-            assert existing is not None
-            raise RegistryError(
-                f"{ref} is already registered with different content "
-                f"({existing.digest[:19]} vs {entry.digest[:19]}); "
-                "a changed tool needs a new version"
-            )
+        if existing is not None and ref not in self._disabled:
+            if _content(existing) != _content(entry):
+                raise RegistryError(
+                    f"{ref} is already registered with different content "
+                    f"({existing.digest[:19]} vs {entry.digest[:19]}); "
+                    "a changed tool needs a new version"
+                )
+            if _code(existing) != _code(entry):
+                # An approval binds the ref and digest: swapping the code behind them would
+                # run what nobody approved.
+                raise RegistryError(
+                    f"{ref} is already registered with another executor or hook; a changed "
+                    "implementation needs a new version (or disable the ref first)"
+                )
+            return
         self._entries[ref] = entry
         self._versions.setdefault(entry.contract.id, set()).add(ref)
         self._changed(entry.contract.id, ref)
@@ -305,6 +316,10 @@ class Registry:
     def get(self, ref: str) -> ToolEntry | None:
         """The enabled entry registered as `ref`."""
         return None if ref in self._disabled else self._entries.get(ref)
+
+    def entry(self, ref: str) -> ToolEntry | None:
+        """The entry registered as `ref`, enabled or not."""
+        return self._entries.get(ref)
 
     def latest(self, tool_id: str) -> ToolEntry | None:
         ref = self._latest.get(tool_id)
@@ -347,6 +362,13 @@ class Registry:
         self.generation += 1
         for listener in self._listeners:
             listener(tool_id, added)
+
+
+def _code(entry: ToolEntry) -> tuple[Any, ...]:
+    """What runs for an entry, by identity (a function executor by its function)."""
+    executor = entry.executor
+    runs = executor.fn if isinstance(executor, FunctionExecutor) else executor
+    return (runs, entry.verifier, entry.resource_version)
 
 
 def _content(entry: ToolEntry) -> tuple[str, str]:

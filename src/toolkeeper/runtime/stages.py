@@ -29,6 +29,7 @@ import anyio.to_thread
 from toolkeeper.artifacts.store import project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
 from toolkeeper.executors import ToolFailure
+from toolkeeper.executors.inprocess import call_in_thread
 from toolkeeper.ledger import ApprovalStatus, InvocationRecord, RecordState
 from toolkeeper.policy import Decision, PolicyRequest, decide_safely
 from toolkeeper.runtime.assess import AssessedRequest, Environment, ObservedResult, Verdict
@@ -82,7 +83,7 @@ async def call_hook(fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
         else:
             # abandon_on_cancel: a thread cannot be killed; a timed-out hook runs on alone.
             result = await anyio.to_thread.run_sync(
-                functools.partial(fn, *args), abandon_on_cancel=True
+                functools.partial(call_in_thread, fn, {}, *args), abandon_on_cancel=True
             )
         while inspect.isawaitable(result):
             result = await result
@@ -213,16 +214,34 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
     and the current versions of the resources it would change."""
     if call.entry is None:  # only a resumed call arrives here without resolving
         assert call.approval is not None
-        call.trail.add("normalize", "stale", reason="no longer registered")
+        ref = call.approval.contract_ref
+        disabled = services.registry.disabled(ref)
+        reason = f"disabled: {disabled}" if disabled else "no longer registered"
+        call.trail.add("normalize", "stale", reason=reason)
         return reject(
             ErrorCategory.STALE,
-            f"the approved call is stale: {call.approval.contract_ref} is no longer registered",
+            f"the approved call is stale: {ref} is {reason}",
             "Read the current state and propose the call again; it needs a new approval.",
         )
     contract = call.entry.contract
     arguments = call.arguments
     assert arguments is not None
-    digest = arguments_digest(arguments)
+    try:
+        digest = arguments_digest(arguments)
+    except UnicodeEncodeError as exc:  # a lone surrogate, which JSON escapes can carry
+        call.trail.add("normalize", "invalid", reason="not UTF-8 text")
+        return reject(
+            ErrorCategory.INVALID_ARGUMENT,
+            f"the arguments hold text that is not valid Unicode: {exc.object[exc.start]!a}",
+            "Send every string as valid UTF-8 text (no unpaired surrogate escapes).",
+        )
+    except RecursionError:  # validation tolerates a depth JSON encoding does not
+        call.trail.add("normalize", "invalid", reason="nested too deeply")
+        return reject(
+            ErrorCategory.INVALID_ARGUMENT,
+            "the arguments are nested too deeply to record",
+            "Send flatter arguments (at most a few hundred levels of nesting).",
+        )
     approval = call.approval
     key = None
     if approval is not None:
@@ -271,7 +290,7 @@ async def _read_versions(services: Services, call: Call) -> dict[str, str] | Sto
         return {str(k): str(v) for k, v in dict(versions or {}).items()}
     except TimeoutError:
         reason = f"the resource-version reader did not answer within {timeout} s"
-    except Exception as exc:
+    except (Exception, SystemExit, GeneratorExit) as exc:  # hook code ends only the call
         reason = f"the resource-version reader raised {type(exc).__name__}: {exc}"
     call.trail.add("normalize", "versions_unreadable", reason=services.redactor.redact_text(reason))
     error = ToolError(
@@ -383,6 +402,13 @@ def _stale_reason(services: Services, call: Call) -> str | None:
     if entry.digest != approval.implementation_digest:
         return f"{approval.contract_ref} changed since it was approved"
     if request.arguments_digest != approval.arguments_digest:
+        if services.redactor.placeholder in canonical_json(approval.arguments):
+            # Approvals are stored redacted: a secret value in the arguments is gone.
+            return (
+                "its arguments held a secret value, which an approval never stores, so it "
+                "cannot run from the approval; pass secrets as contract credentials, not "
+                "arguments"
+            )
         return "the stored arguments no longer match the approved digest"
     if entry.resource_version is not None and request.resource_versions != dict(
         approval.resource_versions
@@ -437,7 +463,9 @@ async def _suspend(services: Services, call: Call) -> Stop:
             request=request,
             account=services.redactor.redact_text(approval_account(call)),
             policy_ids=decision.policy_ids,
-            arguments=services.redactor.redact(request.arguments),
+            # As the ledger row holds them: secret-classified fields masked, known secrets
+            # redacted. The approval lives in the ledger too.
+            arguments=call.recorded_arguments,
             environment=dict(call.environment),
         )
     )
@@ -479,7 +507,27 @@ async def bind_credentials(services: Services, call: Call) -> Call | Stop:
             services.secrets.resolve, contract.credentials, timeout=services.hook_timeout
         )
     except TimeoutError:
-        resolved = ResolvedSecrets({}, tuple(contract.credentials))
+        names = ", ".join(contract.credentials)
+        call.trail.add("bind_credentials", "timed_out", names=list(contract.credentials))
+        error = ToolError(
+            category=ErrorCategory.UNAVAILABLE,
+            retryable=True,
+            message=f"{contract.id} cannot run: looking up credential(s) {names} did not "
+            f"finish within {services.hook_timeout} s",
+            suggested_fix="Try again later; nothing was changed.",
+            effect_committed=False,
+        )
+        return Stop(Status.FAILED, error)
+    except (Exception, SystemExit) as exc:  # the broker keeps provider errors; not these
+        reason = services.redactor.redact_text(f"{type(exc).__name__}: {exc}")
+        call.trail.add("bind_credentials", "failed", reason=reason)
+        error = ToolError(
+            category=ErrorCategory.UNAVAILABLE,
+            message=f"{contract.id} cannot run: looking up its credentials raised {reason}",
+            suggested_fix="Tell the operator; nothing was changed.",
+            effect_committed=False,
+        )
+        return Stop(Status.FAILED, error)
     if resolved.missing:
         names = ", ".join(resolved.missing)
         call.trail.add("bind_credentials", "missing", names=list(resolved.missing))
@@ -523,12 +571,8 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
     number = 0
     while True:
         number += 1
-        try:
-            outcome = await attempt(entry, request.arguments, context_of(call, number))
-        except anyio.get_cancelled_exc_class():
-            # Cancelled mid-effect: write what is known before unwinding.
-            _record_cancelled(services, call, number)
-            raise
+        call.attempts = number  # a cancellation from here on knows how far it got
+        outcome = await attempt(entry, request.arguments, context_of(call, number))
         call.trail.add(
             "dispatch",
             f"attempt_{outcome.kind}",
@@ -577,7 +621,8 @@ async def attempt(entry: ToolEntry, arguments: dict[str, Any], context: ToolCont
             effect_committed=committed,
         )
         return Outcome("error", error=error, effect_committed=committed, latency_ms=elapsed())
-    except Exception as exc:
+    except (Exception, SystemExit, GeneratorExit) as exc:
+        # SystemExit and GeneratorExit raised by tool code end the tool, not the caller.
         error = ToolError(
             category=ErrorCategory.INTERNAL,
             message=f"{contract.id} raised {type(exc).__name__}: {exc}",
@@ -632,27 +677,30 @@ def _replay(call: Call, holder: InvocationRecord) -> Stop:
     return Stop(envelope.status, error, envelope=envelope)
 
 
-def _record_cancelled(services: Services, call: Call, attempt_number: int) -> None:
-    """Write a cancelled call's row at once (synchronously: the task is unwinding)."""
+def record_cancelled(services: Services, call: Call, stage: str) -> None:
+    """Write the row of a call whose caller was cancelled in `stage`, at once
+    (synchronously: the task is unwinding). Its effect is unknown once a write was
+    dispatched, and none before; a call already recorded is left as written."""
+    if call.recorded:
+        return
     entry, request = call.entry, call.request
-    assert entry is not None and request is not None
-    contract = entry.contract
-    committed = False if contract.is_read_only else None
-    state = EffectState.NONE if contract.is_read_only else EffectState.UNKNOWN
+    name = entry.contract.id if entry is not None else call.proposal.tool
+    dispatched = call.attempts > 0 and entry is not None and not entry.contract.is_read_only
+    state = EffectState.UNKNOWN if dispatched else EffectState.NONE
     error = ToolError(
         category=ErrorCategory.CANCELLED,
-        message=f"{contract.id} was cancelled while running",
-        effect_committed=committed,
+        message=f"{name} was cancelled during {stage}",
+        effect_committed=None if dispatched else False,
     )
     envelope = ResultEnvelope(
         status=Status.CANCELLED,
         error=error,
         summary=error.message,
-        provenance=provenance(contract, request, None),
-        execution_meta=execution_meta(call.record, request, attempt_number, call.started, state),
+        provenance=provenance(entry.contract, request, None) if entry and request else None,
+        execution_meta=execution_meta(call.record, request, call.attempts, call.started, state),
     )
-    call.trail.add("dispatch", "cancelled", attempt=attempt_number)
-    _write(services, call, envelope, attempt_number, defer=False)
+    call.trail.add(stage, "cancelled", attempt=call.attempts)
+    _write(services, call, envelope, call.attempts, defer=False)
 
 
 # -- 8. check --------------------------------------------------------------------------
@@ -693,7 +741,7 @@ async def read_back(
     assert entry.verifier is not None
     try:
         verified = await call_hook(entry.verifier, arguments, context, timeout=timeout)
-    except Exception:
+    except (Exception, SystemExit, GeneratorExit):  # hook code ends only the read-back
         return None
     return verified if verified in (True, False) else None
 
@@ -847,6 +895,7 @@ def _write(
         envelope=envelope.model_dump(mode="json"),
     )
     services.ledger.complete(final, call.trail.drain(), defer=defer)
+    call.recorded = True
 
 
 def row(call: Call, state: RecordState, **fields: Any) -> InvocationRecord:

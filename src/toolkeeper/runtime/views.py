@@ -2,10 +2,12 @@
 
 A `View` is what one capability set sees under one model family: vendor name, tool id and
 ``id@version`` → entry, the visible contracts in ref order, and a trigram index of the vendor
-names for "did you mean" suggestions. `ToolViews` owns the views, at most `VIEW_LIMIT` of them
-(least recently used first out), and changes every live view when one tool changes — a
-registration, or a registry disabling or enabling a tool — instead of rebuilding them all. So
-catalog-wide work happens once per view, never on the per-call path.
+names for "did you mean" suggestions. A view is keyed by the capabilities the principal holds
+among those some tool requires, so principals differing only in others share it. `ToolViews`
+owns the views, at most `VIEW_LIMIT` of them (least recently used first out), and changes
+every live view when one tool changes — a registration, or a registry disabling or enabling a
+tool — instead of rebuilding them all. So catalog-wide work happens once per view, never on
+the per-call path.
 
 Vendor names are `contract.naming.vendor_names` of the visible latest contracts, computed per
 group of contracts that want the same name: a group's names depend on the group alone as long
@@ -65,6 +67,8 @@ class NameIndex:
         # budget reads the same names in every process.
         self._postings: dict[str, dict[str, None]] = defaultdict(dict)
         self._size: dict[str, int] = {}
+        self._longest = 0
+        """An upper bound on the length of an indexed name (kept through discards)."""
         for name in names:
             self.add(name)
 
@@ -74,6 +78,7 @@ class NameIndex:
     def add(self, name: str) -> None:
         grams = _trigrams(name)
         self._size[name] = len(grams)
+        self._longest = max(self._longest, len(name.lower()))  # as compared
         for gram in grams:
             self._postings[gram][name] = None
 
@@ -90,6 +95,10 @@ class NameIndex:
         """Up to `limit` indexed names whose difflib ratio to `name` is at least `cutoff`,
         best first — as `difflib.get_close_matches`, but scoring only the `MAX_COMPARED`
         names sharing the most trigrams with `name`, found within `SCAN_BUDGET` postings."""
+        # difflib's ratio is at most 2*len(b)/(len(a)+len(b)): a name this much longer than
+        # every indexed one matches none, and reading it would cost time in its length.
+        if cutoff > 0 and len(name) * cutoff > self._longest * (2 - cutoff):
+            return Suggestions((), 0, 0)
         grams = _trigrams(name)
         postings = sorted(
             (self._postings[g] for g in grams if g in self._postings), key=len
@@ -210,8 +219,10 @@ class View(Mapping[str, ToolEntry]):
             self._unname(old.contract.ref)
         if latest is not None and self.sees(latest.contract):
             self._latest[tool_id] = latest
-            self._refs.update(refs)
-            self._refs_of[tool_id] = tuple(refs)
+            # A pinned version resolves only for whoever may see that version itself.
+            pinned = [ref for ref, entry in refs.items() if self.sees(entry.contract)]
+            self._refs.update((ref, refs[ref]) for ref in pinned)
+            self._refs_of[tool_id] = tuple(pinned)
             self._name(latest.contract.ref)
         elif old is None:
             return  # neither held nor visible: nothing this view shows changed
@@ -317,8 +328,12 @@ class ToolViews:
         self._wanted = _WantedNames()
         self._generation = registry.generation
         """The registry generation the views reflect."""
+        self._required: frozenset[str] = frozenset()
+        """Every capability some registered tool requires: only these tell views apart, so
+        principals differing only in others (a per-user capability) share one view."""
         for ref in registry.all_refs():  # what was registered before these views existed
             self._refs[ref.split("@", 1)[0]][ref] = None
+            self._require(ref)
         registry.subscribe(self._registry_changed)
 
     def __repr__(self) -> str:
@@ -330,7 +345,8 @@ class ToolViews:
     def view(self, principal: Principal | None, family: str | None = None) -> View:
         """What `principal` sees under `family` (None: the MCP names). Built on first use,
         then kept current by `added` and `changed`."""
-        key = (principal.capabilities if principal is not None else None, family or DEFAULT_FAMILY)
+        held = principal.capabilities & self._required if principal is not None else None
+        key = (held, family or DEFAULT_FAMILY)
         if key[1] not in FAMILIES:
             # Refused before a view is kept: a kept view of an unknown family would make every
             # later registration fail while naming its tools.
@@ -362,7 +378,15 @@ class ToolViews:
         if added is not None:
             self._refs[tool_id][added] = None
             self._wanted.forget(added)
+            # A view stays right for whoever it served: its key lacks the new capability, so
+            # only principals holding it (who now get another key) leave it.
+            self._require(added)
         self.changed(tool_id)
+
+    def _require(self, ref: str) -> None:
+        entry = self._registry.entry(ref)
+        assert entry is not None
+        self._required |= frozenset(entry.contract.required_capabilities)
 
     def changed(self, tool_id: str) -> None:
         """Re-read `tool_id` from the registry into every live view: call it after each
