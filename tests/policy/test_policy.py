@@ -248,28 +248,53 @@ def test_edge_floats_are_decimals_cedar_accepts(number: float) -> None:
 OMITTED = """
 @id("ops.show_omitted")
 permit (principal, action, resource)
-when { context.omitted == ["/arguments/tiny", "/arguments/none", "/arguments/big",
-                           "/arguments/list", "/arguments/nested/x", "/arguments/forged",
-                           "/environment/ratio"] };
+when { context.omitted == ["/arguments/none", "/arguments/nested/none", "/environment/gone"]
+       && context.arguments.tiny == {number: "1e-07"}
+       && context.arguments.big == {number: "1180591620717411303424"}
+       && context.arguments.nested.y == decimal("2.5") };
 """
 
 
-def test_values_cedar_cannot_hold_are_left_out_and_listed() -> None:
+def test_only_null_members_are_left_out_and_listed() -> None:
     arguments = {
         "tiny": 1e-7,
         "none": None,
         "big": 2**70,
-        "list": [1, float("nan")],
-        "nested": {"x": float("inf"), "y": 2.5},
-        "forged": {"__entity": {"type": "Toolkeeper::Principal", "id": "root"}},
+        "nested": {"none": None, "y": 2.5},
         "fine": 0.25,
     }
     engine = CedarPolicyEngine(policies=OMITTED, include_defaults=False)
-    result = decide(engine, tool("calc", "none"), arguments, environment={"ratio": 1 / 3})
+    result = decide(engine, tool("calc", "none"), arguments, environment={"gone": None})
     assert result.decision is Decision.ALLOW, result.reasons
 
 
-def test_reading_a_left_out_value_is_an_evaluation_error_and_denies() -> None:
+@pytest.mark.parametrize(
+    ("arguments", "where"),
+    [
+        ({"list": [1, float("nan")]}, "/arguments/list/1"),
+        ({"nested": {"x": float("inf")}}, "/arguments/nested/x"),
+        ({"tags": ["admin", None]}, "/arguments/tags/1"),
+        ({"who": {"__entity": {"type": "Toolkeeper::Principal", "id": "root"}}}, "__entity"),
+        ({"meta": {"__extn": 1, "amount": 20000}}, "/arguments/meta/__extn"),
+        ({"odd": {3: "x"}}, "/arguments/odd"),
+        ({"raw": b"bytes"}, "/arguments/raw"),
+    ],
+)
+def test_values_cedar_cannot_hold_deny_instead_of_being_left_out(
+    arguments: dict[str, Any], where: str
+) -> None:
+    """Left out, such a value made `has` false and skipped every forbid guarded by it."""
+    engine = CedarPolicyEngine(
+        policies="permit (principal, action, resource) when { context.arguments has x };",
+        include_defaults=False,
+    )
+    result = decide(engine, tool("calc", "none"), {"x": 1, **arguments})
+    assert result.decision is Decision.DENY
+    assert result.policy_ids == ("toolkeeper.unrepresentable_value",)
+    assert where in result.reasons[0]
+
+
+def test_ordering_a_number_no_decimal_holds_is_an_evaluation_error_and_denies() -> None:
     engine = CedarPolicyEngine(
         policies='@id("ops.amount") permit (principal, action, resource) '
         'when { context.arguments.amount.lessThan(decimal("100.0")) };'
@@ -278,6 +303,7 @@ def test_reading_a_left_out_value_is_an_evaluation_error_and_denies() -> None:
     assert result.decision is Decision.DENY
     assert result.policy_ids == ("toolkeeper.evaluation_error",)
     assert "ops.amount" in result.reasons[0]
+    assert result.reasons[-1].startswith("/arguments/amount = 1e-09: no Cedar Long")
 
 
 def test_an_argument_cannot_forge_an_entity_reference() -> None:

@@ -11,15 +11,31 @@ The Cedar model:
 Annotations on permits shape the outcome: `@approval("required")` asks a human,
 `@conditions("amount <= 100; dry_run == true")` allows only under constraints the harness
 enforces before dispatch, `@id("...")` names the policy in decisions and the ledger.
+
+Values in the context are exact or the call is denied (docs/policy-values.md): a policy that
+guards with `has` must never be skipped because a value was left out. A JSON number is a
+Long when it is an integer within 64 bits (`20000`, `2e4` and `20000.0` alike), a decimal
+when it has at most four decimal places within decimal's range, and otherwise the record
+``{number: "<its exact text>"}``: equality with any Long or decimal is then rightly false,
+and every ordering (`>`, `.lessThan`) is a type error, which denies — rounding could not
+promise that, since no direction of rounding is safe for both a forbid's `>` and a permit's
+`<`. Only a null object member is left out (listed in ``context.omitted``: a null compares
+to nothing); any other value Cedar cannot hold (null in a list, NaN, a key Cedar reads as
+an escape, a non-JSON object) denies the call as ``toolkeeper.unrepresentable_value``.
+
+Answers are cached per (principal, tool, context JSON), bounded by bytes: a context over
+64 KiB is never kept, and the whole cache accounts for at most ``decision_cache_bytes``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from importlib import resources
@@ -52,7 +68,8 @@ _ACTION = {"type": "Toolkeeper::Action", "id": "invoke"}
 _RESERVED_KEYS = frozenset({"__entity", "__extn", "__expr"})
 _LONG_RANGE = range(-(2**63), 2**63)
 _DECIMAL_LIMIT = Decimal("922337203685477.5807")
-_OMIT = object()
+DECISION_CACHE_BYTES = 8 * 1024 * 1024
+"""The decision cache's default bound, in accounted bytes (see `_DecisionCache`)."""
 _CEDAR_POLICY_ID = re.compile(r"`(policy\d+)`")
 
 
@@ -85,6 +102,7 @@ class CedarPolicyEngine:
     Among satisfied permits the most cautious wins: require_approval > allow_with_conditions >
     allow. An approval carries the conditions written on the approval permits; an allow with
     conditions carries those of every satisfied permit, all of which must hold.
+    `decision_cache_bytes` bounds the cache of answers (0 keeps none).
     """
 
     def __init__(
@@ -93,6 +111,7 @@ class CedarPolicyEngine:
         policies: str = "",
         policy_files: Sequence[str | Path] = (),
         include_defaults: bool = True,
+        decision_cache_bytes: int = DECISION_CACHE_BYTES,
     ) -> None:
         sources: list[tuple[str, str]] = []
         if include_defaults:
@@ -116,11 +135,19 @@ class CedarPolicyEngine:
         # are left out (a policy cannot read what it never mentions).
         text = "\n".join(text for _, text in sources)
         self._reads = frozenset(part for part in _CONTEXT_PARTS if part in text)
-        self._decisions: dict[tuple[Principal, _Tool, str], PolicyDecision] = {}
+        self._decisions = _DecisionCache(decision_cache_bytes)
         self._policies = _read_annotations(self._policy_set, statements)
 
     def __repr__(self) -> str:
-        return f"CedarPolicyEngine(policies={len(self._policies)}, sources={list(self._sources)})"
+        return (
+            f"CedarPolicyEngine(policies={len(self._policies)}, sources={list(self._sources)}, "
+            f"decision_cache_bytes={self._decisions.limit})"
+        )
+
+    @property
+    def cached_bytes(self) -> int:
+        """What the decision cache accounts for now; never above ``decision_cache_bytes``."""
+        return self._decisions.size
 
     @property
     def policy_ids(self) -> tuple[str, ...]:
@@ -131,11 +158,11 @@ class CedarPolicyEngine:
         """Decide one request; never raises: a failure is a deny naming the error.
 
         Cedar's answer is a pure function of the policy set, the two entities and the
-        context, so answers are kept per (principal, tool, context) — up to _CACHED of them,
-        oldest dropped first. Errors are never kept: a retry evaluates again."""
+        context, so answers are kept per (principal, tool, context) within the cache's byte
+        bound. Errors are never kept: a retry evaluates again."""
         try:
             tool = _Tool.of(request.contract)
-            context = _context_json(request, self._reads)
+            context, inexact = _context_json(request, self._reads)
             key = (request.principal, tool, context)
             known = self._decisions.get(key)
             if known is not None:
@@ -150,22 +177,30 @@ class CedarPolicyEngine:
                 self._policy_set,
                 _entities(request.principal, tool),
             )
-            decision = self._interpret(result, request)
+            decision = self._interpret(result, request, inexact)
+        except _Unrepresentable as exc:
+            return PolicyDecision(
+                Decision.DENY,
+                ("toolkeeper.unrepresentable_value",),
+                (f"{exc}: Cedar cannot hold it, so policy cannot judge the call",),
+            )
         except Exception as exc:
             return engine_error(f"Cedar evaluation failed: {type(exc).__name__}: {exc}")
         if "toolkeeper.evaluation_error" not in decision.policy_ids:
-            if len(self._decisions) >= _CACHED:
-                self._decisions.pop(next(iter(self._decisions)), None)
-            self._decisions[key] = decision
+            self._decisions.keep(key, decision)
         return decision
 
-    def _interpret(self, result: cedarpy.AuthzResult, request: PolicyRequest) -> PolicyDecision:
+    def _interpret(
+        self, result: cedarpy.AuthzResult, request: PolicyRequest, inexact: dict[str, str]
+    ) -> PolicyDecision:
         fired = sorted((self._policies[pid] for pid in result.diagnostics.reasons), key=_by_order)
         labels = tuple(policy.label for policy in fired)
         errors = tuple(
             _CEDAR_POLICY_ID.sub(lambda m: f"`{self._label(m[1])}`", error)
             for error in result.diagnostics.errors
         )
+        if errors and inexact:
+            errors += (_inexact_note(inexact),)
         if result.decision is cedarpy.Decision.Deny and fired:
             return PolicyDecision(
                 Decision.DENY, labels, tuple(f"forbidden by {label}" for label in labels) + errors
@@ -346,24 +381,72 @@ def _entities(principal: Principal, tool: _Tool) -> cedarpy.Entities:
 
 
 _CONTEXT_PARTS = ("arguments", "environment", "target", "omitted")
-_CACHED = 4096
+_LARGEST_KEPT = 64 * 1024
+_ENTRY_OVERHEAD = 1024
+_INEXACT_NAMED = 3
 
 
-def _context_json(request: PolicyRequest, reads: frozenset[str] = frozenset(_CONTEXT_PARTS)) -> str:
-    """The Cedar context as JSON, with the parts named in `reads`. Values Cedar cannot hold
-    (null, floats that are no Cedar decimal, integers beyond 64 bits, records using Cedar's
-    escape keys, lists holding any of these) are left out and their JSON pointers listed in
-    ``context.omitted``; a policy that reads a left-out value fails to evaluate, which
-    denies."""
+class _DecisionCache:
+    """Cedar answers by (principal, tool, context JSON), oldest dropped first, bounded by bytes.
+
+    An entry is accounted as its context's length (ASCII JSON: one byte a character) plus
+    `_ENTRY_OVERHEAD` for the key tuple, the dict slot and the decision, which is measured
+    at about 0.6 KB. A context over `_LARGEST_KEPT` is never kept: a large argument is
+    rarely sent twice, and keeping it would push out hundreds of small answers. A lock keeps
+    the accounting true when the authorize stage runs on several threads."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self._entries: dict[tuple[Principal, _Tool, str], PolicyDecision] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Principal, _Tool, str]) -> PolicyDecision | None:
+        return self._entries.get(key)
+
+    def keep(self, key: tuple[Principal, _Tool, str], decision: PolicyDecision) -> None:
+        cost = _cost(key)
+        if len(key[2]) > _LARGEST_KEPT or cost > self.limit:
+            return
+        with self._lock:
+            if key in self._entries:
+                return
+            while self.size + cost > self.limit:
+                oldest = next(iter(self._entries))
+                del self._entries[oldest]
+                self.size -= _cost(oldest)
+            self._entries[key] = decision
+            self.size += cost
+
+
+def _cost(key: tuple[Principal, _Tool, str]) -> int:
+    return len(key[2]) + _ENTRY_OVERHEAD
+
+
+class _Unrepresentable(Exception):
+    """A value in the context Cedar has no form for; the engine denies the call."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path} {problem}")
+        self.path = path
+        self.problem = problem
+
+
+def _context_json(
+    request: PolicyRequest, reads: frozenset[str] = frozenset(_CONTEXT_PARTS)
+) -> tuple[str, dict[str, str]]:
+    """The Cedar context as JSON, with the parts named in `reads`, and the numbers it holds
+    as ``{number: text}`` records (JSON pointer → text). A null object member is left out
+    and its pointer listed in ``context.omitted``; any other value Cedar cannot hold raises
+    `_Unrepresentable`."""
     omitted: list[str] = []
+    inexact: dict[str, str] = {}
     context: dict[str, Any] = {}
     for name, values in (("arguments", request.arguments), ("environment", request.environment)):
         if name not in reads and "omitted" not in reads:
             continue
-        record = _record(values, f"/{name}", omitted)
-        if record is _OMIT:
-            omitted.append(f"/{name}")
-        elif name in reads:
+        record = _record(values, f"/{name}", omitted, inexact)
+        if name in reads:
             context[name] = record
     if "tenant" in request.environment:
         tenant = request.environment["tenant"]
@@ -374,46 +457,77 @@ def _context_json(request: PolicyRequest, reads: frozenset[str] = frozenset(_CON
         context["target"] = request.resource
     if "omitted" in reads:
         context["omitted"] = omitted
-    return json.dumps(context)
+    return json.dumps(context), inexact
 
 
-def _record(values: Mapping[Any, Any], path: str, omitted: list[str]) -> Any:
-    if not _RESERVED_KEYS.isdisjoint(values):
-        return _OMIT
+def _record(
+    values: Mapping[Any, Any], path: str, omitted: list[str], inexact: dict[str, str]
+) -> dict[str, Any]:
     record = {}
     for key, value in values.items():
-        where = f"{path}/{escape(str(key))}"
-        converted = _cedar_value(value, where, omitted) if isinstance(key, str) else _OMIT
-        if converted is _OMIT:
+        if not isinstance(key, str):
+            raise _Unrepresentable(path, f"has the key {key!r} (not a string)")
+        where = f"{path}/{escape(key)}"
+        if key in _RESERVED_KEYS:
+            raise _Unrepresentable(where, f"uses {key}, a key Cedar reads as an escape")
+        if value is None:
             omitted.append(where)
         else:
-            record[key] = converted
+            record[key] = _cedar_value(value, where, omitted, inexact)
     return record
 
 
-def _cedar_value(value: Any, path: str, omitted: list[str]) -> Any:
+def _cedar_value(value: Any, path: str, omitted: list[str], inexact: dict[str, str]) -> Any:
     if isinstance(value, bool | str):
         return value
-    if isinstance(value, int):
-        return value if value in _LONG_RANGE else _OMIT
-    if isinstance(value, float):
-        return _cedar_decimal(value)
+    if isinstance(value, int | float):
+        return _cedar_number(value, path, inexact)
     if isinstance(value, Mapping):
-        return _record(value, path, omitted)
+        return _record(value, path, omitted, inexact)
     if isinstance(value, list | tuple | set | frozenset):
-        items = [_cedar_value(item, f"{path}/{i}", omitted) for i, item in enumerate(value)]
-        return _OMIT if any(item is _OMIT for item in items) else items
-    return _OMIT
+        items = []
+        for index, item in enumerate(value):
+            if item is None:
+                # Leaving the item out would change what the set holds (`isEmpty`, `==`).
+                raise _Unrepresentable(f"{path}/{index}", "is null inside a list")
+            items.append(_cedar_value(item, f"{path}/{index}", omitted, inexact))
+        return items
+    raise _Unrepresentable(path, f"is a {type(value).__name__} (not a JSON value)")
 
 
-def _cedar_decimal(value: float) -> Any:
-    # Cedar decimals carry at most four fractional digits; rounding would change the value
-    # policy compares, so a float needing more is left out rather than approximated.
-    if not math.isfinite(value):
-        return _OMIT
-    exact = Decimal(repr(value))
-    exponent = exact.as_tuple().exponent
-    if not isinstance(exponent, int) or exponent < -4 or abs(exact) > _DECIMAL_LIMIT:
-        return _OMIT
-    # A float under the limit always prints with a decimal point, as Cedar's literal needs.
-    return {"__extn": {"fn": "decimal", "arg": f"{exact:f}"}}
+def _cedar_number(value: int | float, path: str, inexact: dict[str, str]) -> Any:
+    """The number exactly: a Long, a decimal, or the record ``{number: text}``.
+
+    A float is the JSON number it prints as (`repr`, what `json.dumps` writes into the
+    ledger, the approval and an upstream's request), so 1e23 is 10**23 here. Equal numbers
+    get equal text (integers as digits, fractions as `repr`), so record equality stays
+    numeric equality."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Unrepresentable(path, f"is {value!r} (not a JSON number)")
+        exact = Decimal(repr(value))
+        if exact != exact.to_integral_value():
+            exponent = exact.as_tuple().exponent
+            if isinstance(exponent, int) and exponent >= -4 and abs(exact) <= _DECIMAL_LIMIT:
+                # A fraction prints with a decimal point, as Cedar's decimal literal needs.
+                return {"__extn": {"fn": "decimal", "arg": f"{exact:f}"}}
+            inexact[path] = repr(value)
+            return {"number": repr(value)}
+        value = int(exact)
+    if value in _LONG_RANGE:
+        return value
+    inexact[path] = str(value)
+    return {"number": str(value)}
+
+
+def _inexact_note(inexact: dict[str, str]) -> str:
+    """Why an evaluation error may have come from a number no Long or decimal holds."""
+    first = itertools.islice(inexact.items(), _INEXACT_NAMED)
+    named = ", ".join(f"{path} = {text}" for path, text in first)
+    more = len(inexact) - _INEXACT_NAMED
+    return (
+        f"{named}{f' and {more} more' if more > 0 else ''}: no Cedar Long (64-bit integer) "
+        "or decimal (4 decimal places, at most 922337203685477.5807) holds "
+        f"{'this number' if len(inexact) == 1 else 'these numbers'} exactly, so policy sees "
+        '{number: "<text>"}, which no ordering (> < .lessThan) accepts'
+    )
