@@ -819,7 +819,9 @@ def record_cancelled(services: Services, call: Call, stage: str) -> None:
     if call.approval is not None and not call.holds_key:
         # A resumed call cancelled before its intent changed nothing: it stays waiting for a
         # resume, and its approval with it (or another resume holds it).
-        services.ledger.append(call.trail.drain())
+        events = call.trail.drain()
+        if events:
+            services.ledger.append(events)
         call.recorded = True
         return
     _write(services, call, envelope, call.attempts, defer=False)
