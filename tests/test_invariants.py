@@ -275,7 +275,7 @@ def test_library_entry_points_pass_all_ten_stages(tmp_path: Path) -> None:
     read = harness.invoke_sync(Proposal("r", "get_doc", {"doc": "1"}), principal=alice)
     pending = harness.invoke_sync(Proposal("w", "delete_doc", {"doc": "1"}), principal=alice)
     harness.approvals.decide(pending.execution_meta.approval_id, "approve", by="editor")
-    resumed = harness.resume_sync(pending.execution_meta.approval_id)
+    resumed = harness.resume_sync(pending.execution_meta.approval_id, principal=alice)
     for envelope in (read, resumed):
         assert envelope.status is Status.SUCCEEDED
         stages_seen = [e.stage for e in harness.ledger.events(envelope.execution_meta.request_id)]

@@ -163,7 +163,7 @@ def run(home: Path, trace: Trace = print, *, variant: str = "approved") -> dict[
     approval_id = pending.execution_meta.approval_id
     trace(f"\n✋ a human approves {approval_id}: {harness.approvals.get(approval_id).account}")
     harness.approvals.decide(approval_id, "approve", by="editor", reason="matches the preview")
-    resumed = harness.resume_sync(approval_id)
+    resumed = harness.resume_sync(approval_id, principal=EDITOR)
     trace(f"\n▶ resume {approval_id}")
     trace("  " + resumed.to_model_text().replace("\n", "\n  "))
     seen["resume"] = resumed.status.value

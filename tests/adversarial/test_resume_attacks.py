@@ -62,7 +62,7 @@ def test_the_code_behind_an_approved_ref_cannot_be_swapped(tmp_path: Path) -> No
     harness.approvals.decide(approval_id, "approve", by="editor")
     with pytest.raises(RegistryError, match="another executor"):
         harness.register(publish_contract(), executor=other)
-    done = harness.resume_sync(approval_id)
+    done = harness.resume_sync(approval_id, principal=ALICE)
     assert done.status is Status.SUCCEEDED
     assert runs == ["approved"]
     harness.close()
@@ -90,7 +90,7 @@ def test_an_approval_whose_arguments_held_a_secret_says_why_it_cannot_resume(
     approval_id = pending.execution_meta.approval_id
     assert "s3cr3t" not in str(harness.approvals.get(approval_id).arguments)
     harness.approvals.decide(approval_id, "approve", by="editor")
-    done = harness.resume_sync(approval_id)
+    done = harness.resume_sync(approval_id, principal=ALICE)
     assert done.status is Status.REJECTED and done.error is not None
     assert "held a secret value" in done.error.message
     assert runs == []
@@ -130,7 +130,7 @@ def test_secret_classified_inputs_never_reach_the_approval_in_clear(tmp_path: Pa
     approval_id = pending.execution_meta.approval_id
     assert harness.approvals.get(approval_id).arguments == {"user": "u", "password": "[REDACTED]"}
     harness.approvals.decide(approval_id, "approve", by="editor")
-    done = harness.resume_sync(approval_id)
+    done = harness.resume_sync(approval_id, principal=ALICE)
     assert done.error is not None and "held a secret value" in done.error.message
     assert runs == []
     harness.close()
@@ -144,7 +144,8 @@ def test_concurrent_resumes_run_once_and_the_loser_is_not_told_to_wait_for_appro
     tmp_path: Path,
 ) -> None:
     """Defect: the resume that lost the claim answered with the row's old envelope,
-    `pending_approval` ("wait for approval …"), while the approved call was running."""
+    `pending_approval` ("wait for approval …"), while the approved call was running; later
+    it answered "still running". It now waits for the call's outcome and answers with it."""
     import asyncio
 
     harness = approving_harness(tmp_path)
@@ -162,7 +163,7 @@ def test_concurrent_resumes_run_once_and_the_loser_is_not_told_to_wait_for_appro
     harness.approvals.decide(approval_id, "approve", by="editor")
 
     async def both() -> list[Any]:
-        first = asyncio.ensure_future(harness.resume(approval_id))
+        first = asyncio.ensure_future(harness.resume(approval_id, principal=ALICE))
         while not runs:
             await asyncio.sleep(0.01)
         second = await harness.resume(approval_id, principal=ALICE)
@@ -171,9 +172,8 @@ def test_concurrent_resumes_run_once_and_the_loser_is_not_told_to_wait_for_appro
     winner, loser = asyncio.run(both())
     assert runs == ["d"]
     assert winner.status is Status.SUCCEEDED
-    assert loser.status is Status.EFFECT_UNKNOWN
-    assert loser.error is not None and "still running" in loser.error.message
-    assert harness.resume_sync(approval_id).status is Status.SUCCEEDED  # now recorded
+    assert loser == winner
+    assert harness.resume_sync(approval_id, principal=ALICE) == winner  # recorded
     request_id = pending.execution_meta.request_id
     finals = [e for e in harness.ledger.events(request_id) if e.stage == "record"]
     assert len(finals) == 1
@@ -190,7 +190,7 @@ def test_resuming_a_call_to_a_disabled_tool_says_why_it_is_stale(tmp_path: Path)
     approval_id = pending.execution_meta.approval_id
     harness.approvals.decide(approval_id, "approve", by="editor")
     harness.registry.disable("publish@1.0.0", "withdrawn by its upstream")
-    done = harness.resume_sync(approval_id)
+    done = harness.resume_sync(approval_id, principal=ALICE)
     assert done.status is Status.REJECTED and done.error is not None
     assert "disabled: withdrawn by its upstream" in done.error.message
     harness.close()

@@ -306,7 +306,7 @@ async def test_a_rug_pulled_tool_is_disabled_until_reapproved_without_a_restart(
         # The approval given for the old definition does not run the new one.
         assert old.execution_meta is not None and old.execution_meta.approval_id is not None
         harness.approvals.decide(old.execution_meta.approval_id, "approve", by="olga")
-        stale = await harness.resume(old.execution_meta.approval_id)
+        stale = await harness.resume(old.execution_meta.approval_id, principal=ALICE)
         assert stale.error is not None and stale.error.category is ErrorCategory.STALE
 
 

@@ -148,15 +148,15 @@ def test_committing_call_waits_for_approval_then_resumes(
     assert "'title': 'New'" in shown.account
 
     # still pending: resume answers pending again and runs nothing
-    assert harness.resume_sync(approval_id).status is Status.PENDING_APPROVAL
+    assert harness.resume_sync(approval_id, principal=alice).status is Status.PENDING_APPROVAL
     harness.approvals.decide(approval_id, "approve", by="editor", reason="ok")
-    done = harness.resume_sync(approval_id)
+    done = harness.resume_sync(approval_id, principal=alice)
     assert done.status is Status.SUCCEEDED
     assert done.execution_meta.request_id == pending.execution_meta.request_id
     assert done.execution_meta.call_id == "call-1"
     assert len(counter.calls) == 1
     # resuming twice never runs twice
-    assert harness.resume_sync(approval_id).status is Status.SUCCEEDED
+    assert harness.resume_sync(approval_id, principal=alice).status is Status.SUCCEEDED
     assert len(counter.calls) == 1
     with pytest.raises(ToolkeeperError, match="already"):
         harness.approvals.decide(approval_id, "deny", by="editor")
@@ -166,7 +166,7 @@ def test_denied_approval_is_an_envelope(tmp_path: Path, counter: Counter, alice:
     harness = make_harness(tmp_path, counter)
     pending = call(harness, "write_title", {"manuscript_id": "m-1", "title": "New"}, alice)
     harness.approvals.decide(pending.execution_meta.approval_id, "deny", by="editor", reason="no")
-    denied = harness.resume_sync(pending.execution_meta.approval_id)
+    denied = harness.resume_sync(pending.execution_meta.approval_id, principal=alice)
     assert denied.status is Status.REJECTED
     assert denied.error.category is ErrorCategory.APPROVAL_DENIED
     assert counter.calls == []
@@ -192,7 +192,7 @@ def test_pending_approval_survives_restart_and_rechecks_contract(
     reborn.register(write_title)
     assert [a.approval_id for a in reborn.approvals.list()] == [approval_id]
     reborn.approvals.decide(approval_id, "approve", by="editor")
-    stale = reborn.resume_sync(approval_id)
+    stale = reborn.resume_sync(approval_id, principal=alice)
     assert stale.status is Status.REJECTED
     assert stale.error.category is ErrorCategory.STALE
     assert counter.calls == []
@@ -220,7 +220,7 @@ def test_resource_version_change_makes_approval_stale(tmp_path: Path, alice: Pri
     pending = harness.invoke_sync(Proposal("c", "write_doc", {"doc": "d"}), principal=alice)
     state["version"] = "v2"
     harness.approvals.decide(pending.execution_meta.approval_id, "approve", by="editor")
-    stale = harness.resume_sync(pending.execution_meta.approval_id)
+    stale = harness.resume_sync(pending.execution_meta.approval_id, principal=alice)
     assert stale.error.category is ErrorCategory.STALE
     assert "v1" in stale.error.message and "v2" in stale.error.message
     assert state["writes"] == 0
@@ -237,7 +237,7 @@ def test_policy_change_before_resume_is_applied(
         policies='@id("freeze") forbid(principal, action, resource) '
         'when { resource.id == "write_title" };'
     )
-    after = harness.resume_sync(pending.execution_meta.approval_id)
+    after = harness.resume_sync(pending.execution_meta.approval_id, principal=alice)
     assert after.status is Status.REJECTED
     assert after.error.category is ErrorCategory.POLICY_DENIED
     assert counter.calls == []
@@ -513,18 +513,20 @@ def test_versions_live_side_by_side(tmp_path: Path, alice: Principal) -> None:
     assert call(harness, "get_v@1.0.0", {}, alice).structured_content == {"v": "1.0.0"}
 
 
-def test_pending_repeat_of_a_keyed_call_never_displaces_the_key_holder(
+def test_an_approved_keyed_call_repeated_replays_without_asking_again(
     tmp_path: Path, counter: Counter, alice: Principal
 ) -> None:
     harness = make_harness(tmp_path, counter)
     args = {"manuscript_id": "m-1", "title": "New"}
     first = call(harness, "write_title", args, alice, session="s")
     harness.approvals.decide(first.execution_meta.approval_id, "approve", by="ed")
-    done = harness.resume_sync(first.execution_meta.approval_id)
+    done = harness.resume_sync(first.execution_meta.approval_id, principal=alice)
     again = call(harness, "write_title", args, alice, session="s")
-    assert again.status is Status.PENDING_APPROVAL
-    assert harness.ledger.get(done.execution_meta.request_id).status == "succeeded"
-    harness.approvals.decide(again.execution_meta.approval_id, "approve", by="ed")
-    replayed = harness.resume_sync(again.execution_meta.approval_id)
-    assert replayed.execution_meta.replay_of == done.execution_meta.request_id
+    assert again.status is Status.SUCCEEDED
+    assert again.execution_meta.replay_of == done.execution_meta.request_id
+    assert harness.approvals.list() == []  # nobody is asked to approve a replay
+    held = harness.ledger.get(done.execution_meta.request_id)
+    assert (
+        held.status == "succeeded" and held.idempotency_key == done.execution_meta.idempotency_key
+    )
     assert len(counter.calls) == 1

@@ -83,6 +83,6 @@ def test_sync_entry_points_inside_a_running_loop_say_what_to_await(tmp_path: Pat
         with pytest.raises(ToolkeeperError, match=r"await harness.invoke"):
             harness.invoke_sync(Proposal("c1", "ping", {}), principal=ALICE)
         with pytest.raises(ToolkeeperError, match=r"await harness.resume"):
-            harness.resume_sync("apr_x")
+            harness.resume_sync("apr_x", principal=ALICE)
 
     asyncio.run(inside())

@@ -126,7 +126,7 @@ def test_resume_road_enters_at_normalize_with_the_stored_environment(tmp_path: P
     assert first == ["resolve", "validate", "normalize", "authorize", "approve"]
     approval_id = pending.execution_meta.approval_id
     harness.approvals.decide(approval_id, "approve", by="editor")
-    done = harness.resume_sync(approval_id)
+    done = harness.resume_sync(approval_id, principal=ALICE)
     assert done.status is Status.SUCCEEDED, done.error
     assert runs == [{"doc": "d"}]
     resumed = stages_of(harness, request_id)[len(first) :]
@@ -147,7 +147,7 @@ def test_resume_judges_the_principal_as_it_is_now(tmp_path: Path) -> None:
     revoked = Principal("alice", "acme", frozenset())
     answer = harness.resume_sync(approval_id, principal=revoked)
     assert answer.status is Status.REJECTED
-    assert answer.error is not None and answer.error.category is ErrorCategory.STALE
+    assert answer.error is not None and answer.error.category is ErrorCategory.POLICY_DENIED
     assert "no longer available" in answer.error.message
     assert runs == []
 

@@ -376,7 +376,7 @@ def test_a_pending_approval_for_a_disabled_tool_is_stale_on_resume(tmp_path: Pat
     assert pending.execution_meta is not None and pending.execution_meta.approval_id
     harness.registry.disable("write_note@1.0.0", "withdrawn")
     harness.approvals.decide(pending.execution_meta.approval_id, "approve", by="olga")
-    resumed = harness.resume_sync(pending.execution_meta.approval_id)
+    resumed = harness.resume_sync(pending.execution_meta.approval_id, principal=ALICE)
     assert resumed.error is not None and resumed.error.category is ErrorCategory.STALE
 
 

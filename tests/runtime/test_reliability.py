@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from toolkeeper import Principal
 from toolkeeper.ledger.sqlite import SQLiteLedger
+from toolkeeper.runtime.stages import scope_idempotency_key
 
 CHILD = Path(__file__).with_name("reliability_child.py")
 COUNT = 500
@@ -107,8 +109,14 @@ def test_sigkill_at_random_moments_loses_nothing_and_never_doubles(tmp_path: Pat
         for r in records
         if r.envelope and r.envelope["execution_meta"].get("replay_of")
     }
-    effects_by_key = {f"key-{line.removeprefix('line-')}" for line in lines}
-    assert succeeded_keys == effects_by_key == {f"key-{i}" for i in range(COUNT)}
+    # The ledger holds each caller's key scoped to its principal and tool.
+    worker = Principal("worker")
+
+    def held(key: str) -> str:
+        return scope_idempotency_key(worker, "append_line", key)
+
+    effects_by_key = {held(f"key-{line.removeprefix('line-')}") for line in lines}
+    assert succeeded_keys == effects_by_key == {held(f"key-{i}") for i in range(COUNT)}
     originals = [r for r in records if r.status == "succeeded" and r.request_id not in replayed]
     assert len(originals) == len(lines) == COUNT
     ledger.close()

@@ -28,14 +28,39 @@ class Ledger(Protocol):
     and a process always reads back what it wrote, deferred or not."""
 
     def record_intent(
-        self, record: InvocationRecord, events: Sequence[LedgerEvent]
+        self,
+        record: InvocationRecord,
+        events: Sequence[LedgerEvent],
+        *,
+        approval_id: str | None = None,
+        key_ttl: float | None = None,
     ) -> InvocationRecord | None:
         """Durably store `record` (state INTENT) and `events` before the effect happens.
 
         If `record.idempotency_key` is already held by another request whose outcome stands
         (succeeded, in flight, or with an unknown effect), store nothing and return that
-        request's record. A holder that failed with no effect releases the key.
+        request's record. A holder that failed with no effect releases the key, and so does a
+        settled holder (its effect known) last changed more than `key_ttl` seconds ago.
+
+        With `approval_id` (a resumed call), the approval is taken up in the same transaction:
+        only while the request's row still waits for approval is the intent stored and the
+        approval marked consumed; otherwise nothing is stored and the row as another resume
+        left it is returned (its request id is `record.request_id`). So a crash can never
+        leave an approval consumed without its intent.
         """
+        ...
+
+    def settle_pending(
+        self, record: InvocationRecord, events: Sequence[LedgerEvent], *, approval_id: str
+    ) -> InvocationRecord | None:
+        """Store the final row of a resumed call that ended without an intent (refused on
+        re-check, denied, replayed) and mark an approved `approval_id` consumed, in one
+        transaction — only while the row still waits for approval. Otherwise store nothing
+        and return the row as another resume left it: one resume settles a call, once."""
+        ...
+
+    def key_holder(self, key: str, *, key_ttl: float | None = None) -> InvocationRecord | None:
+        """The record `record_intent` would replay for `key` now, or None (read-only)."""
         ...
 
     def complete(

@@ -28,7 +28,8 @@ class ApprovalStatus(StrEnum):
     APPROVED = "approved"
     DENIED = "denied"
     CONSUMED = "consumed"
-    """Approved and resumed: the approval cannot run a second time."""
+    """Approved and taken up: its call holds an intent or has its final row, written in the
+    same transaction, so the approval cannot run a second time."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -214,11 +214,19 @@ def approval_row(approval: ApprovalRecord) -> tuple[Any, ...]:
     )
 
 
-def releasable(holder: InvocationRecord) -> bool:
+def releasable(holder: InvocationRecord, key_ttl: float | None = None) -> bool:
+    """Whether `holder` no longer holds its idempotency key: it ended without an effect, or
+    (given `key_ttl`) it settled with a known effect more than `key_ttl` seconds ago. An
+    unsettled holder (in flight, effect unknown) holds its key for good: repeating it could
+    duplicate an effect nobody has confirmed."""
+    if holder.state is not RecordState.COMPLETED:
+        return False
+    if holder.status in _RELEASABLE and holder.effect_state in ("none", "not_committed"):
+        return True
     return (
-        holder.state is RecordState.COMPLETED
-        and holder.status in _RELEASABLE
-        and holder.effect_state in ("none", "not_committed")
+        key_ttl is not None
+        and holder.effect_state in ("none", "not_committed", "committed")
+        and holder.updated_at + key_ttl <= time.time()
     )
 
 
@@ -347,7 +355,12 @@ class SQLLedger:
     # -- invocations -------------------------------------------------------------------
 
     def record_intent(
-        self, record: InvocationRecord, events: Sequence[LedgerEvent]
+        self,
+        record: InvocationRecord,
+        events: Sequence[LedgerEvent],
+        *,
+        approval_id: str | None = None,
+        key_ttl: float | None = None,
     ) -> InvocationRecord | None:
         self.flush()
         with self._transaction(durable=True) as cur:
@@ -359,15 +372,61 @@ class SQLLedger:
                 ).fetchone()
                 if row is not None and row["request_id"] != record.request_id:
                     holder = record_from(row)
-                    if not releasable(holder):
+                    if not releasable(holder, key_ttl):
                         return holder
                     cur.execute(
                         "UPDATE invocations SET idempotency_key = NULL WHERE request_id = ?",
                         (holder.request_id,),
                     )
+            if approval_id is not None:
+                taker = self._take_up(cur, record.request_id, RecordState.INTENT)
+                if taker is not None:
+                    return taker
+                self._consume(cur, approval_id)
             cur.execute(self.upsert_invocation, record_row(record))
             cur.executemany(_INSERT_EVENT, event_rows(events))
         return None
+
+    def settle_pending(
+        self, record: InvocationRecord, events: Sequence[LedgerEvent], *, approval_id: str
+    ) -> InvocationRecord | None:
+        self.flush()
+        with self._transaction(durable=True) as cur:
+            taker = self._take_up(cur, record.request_id, record.state)
+            if taker is not None:
+                return taker
+            self._consume(cur, approval_id)
+            cur.execute(self.upsert_invocation, record_row(record))
+            cur.executemany(_INSERT_EVENT, event_rows(events))
+        return None
+
+    def _take_up(self, cur: Cursor, request_id: str, state: RecordState) -> InvocationRecord | None:
+        """Move a row waiting for approval to `state`; None when this transaction did, else
+        the row as the resume that took it up left it. The conditional UPDATE is the whole
+        election: PostgreSQL re-checks its condition once a competing writer commits, and
+        SQLite writers are serialized by BEGIN IMMEDIATE."""
+        taken = cur.execute(
+            "UPDATE invocations SET state = ? WHERE request_id = ? AND state = ? "
+            "RETURNING request_id",
+            (state.value, request_id, RecordState.PENDING_APPROVAL.value),
+        ).fetchone()
+        if taken is not None:
+            return None
+        row = cur.execute(
+            f"SELECT {_COLUMNS} FROM invocations WHERE request_id = ?", (request_id,)
+        ).fetchone()
+        return record_from(row) if row is not None else None
+
+    def _consume(self, cur: Cursor, approval_id: str) -> None:
+        """Mark an approved approval consumed (a denied one keeps its status)."""
+        self._transition(cur, approval_id, ApprovalStatus.APPROVED, ApprovalStatus.CONSUMED)
+
+    def key_holder(self, key: str, *, key_ttl: float | None = None) -> InvocationRecord | None:
+        rows = self._read(f"SELECT {_COLUMNS} FROM invocations WHERE idempotency_key = ?", (key,))
+        if not rows:
+            return None
+        holder = record_from(rows[0])
+        return None if releasable(holder, key_ttl) else holder
 
     def complete(
         self, record: InvocationRecord, events: Sequence[LedgerEvent], *, defer: bool = False
@@ -455,21 +514,32 @@ class SQLLedger:
         reason: str | None = None,
     ) -> ApprovalRecord | None:
         with self._transaction(durable=True) as cur:
-            row = cur.execute(
-                "UPDATE approvals SET status = ? WHERE approval_id = ? AND status = ? "
-                "RETURNING body, snapshot",
-                (new.value, approval_id, expected.value),
-            ).fetchone()
-            if row is None:
-                return None
-            changes: dict[str, Any] = {"status": new}
-            if by is not None:
-                changes.update(decided_by=by, decision_reason=reason, decided_at=time.time())
-            updated = replace(approval_from(row["body"], row["snapshot"]), **changes)
-            cur.execute(
-                "UPDATE approvals SET body = ? WHERE approval_id = ?",
-                (approval_row(updated)[3], approval_id),
-            )
+            return self._transition(cur, approval_id, expected, new, by, reason)
+
+    def _transition(
+        self,
+        cur: Cursor,
+        approval_id: str,
+        expected: ApprovalStatus,
+        new: ApprovalStatus,
+        by: str | None = None,
+        reason: str | None = None,
+    ) -> ApprovalRecord | None:
+        row = cur.execute(
+            "UPDATE approvals SET status = ? WHERE approval_id = ? AND status = ? "
+            "RETURNING body, snapshot",
+            (new.value, approval_id, expected.value),
+        ).fetchone()
+        if row is None:
+            return None
+        changes: dict[str, Any] = {"status": new}
+        if by is not None:
+            changes.update(decided_by=by, decision_reason=reason, decided_at=time.time())
+        updated = replace(approval_from(row["body"], row["snapshot"]), **changes)
+        cur.execute(
+            "UPDATE approvals SET body = ? WHERE approval_id = ?",
+            (approval_row(updated)[3], approval_id),
+        )
         return updated
 
     def close(self) -> None:

@@ -49,6 +49,10 @@ class Services:
     hook_timeout: float
     """Seconds a verifier, resource-version reader or secret lookup may take at most when
     its contract sets no timeout of its own."""
+    derived_key_ttl: float | None
+    """Seconds a derived idempotency key keeps a settled outcome; None: for good."""
+    resume_wait: float
+    """Seconds a resume waits for the outcome of a call another resume took up."""
 
 
 @dataclass(slots=True)
@@ -77,6 +81,9 @@ class Stop:
     envelope: ResultEnvelope | None = None
     """A finished answer to give instead of building one (an idempotent replay, a pending
     approval)."""
+    settled: bool = False
+    """The ledger already holds the call's outcome (another resume of the same approval
+    took it up): the record stage writes nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +132,7 @@ class Call:
     secrets: ResolvedSecrets | None = None  # bind_credentials
     outcome: Outcome | None = None  # dispatch
     attempts: int = 0  # dispatch
-    holds_key: bool = False  # dispatch: the intent claimed the idempotency key
+    holds_key: bool = False  # dispatch: the intent is written (claiming any key)
     checked: Checked | None = None  # check
     envelope: ResultEnvelope | None = None  # project
     recorded: bool = False  # record: the final row is written

@@ -141,6 +141,12 @@ class ResultEnvelope(_Model):
         fits, because the model's context is the scarcest resource the envelope touches.
         """
         lines = [f"status: {self.status.value}"]
+        meta = self.execution_meta
+        if meta is not None and meta.replay_of:
+            lines.append(
+                f"replay: the recorded outcome of an earlier call with the same idempotency "
+                f"key ({meta.replay_of}); nothing ran again"
+            )
         if self.summary:
             lines.append(f"summary: {self.summary}")
         if self.error is not None:
@@ -156,8 +162,8 @@ class ResultEnvelope(_Model):
             lines.append(f"retryable: {str(err.retryable).lower()}")
             committed = "unknown" if err.effect_committed is None else str(err.effect_committed)
             lines.append(f"effect_committed: {committed.lower()}")
-        if self.execution_meta is not None and self.execution_meta.approval_id:
-            lines.append(f"approval_id: {self.execution_meta.approval_id}")
+        if meta is not None and meta.approval_id:
+            lines.append(f"approval_id: {meta.approval_id}")
         for ref in self.artifact_refs[:5]:
             lines.append(f"artifact: {ref.uri} ({ref.size} bytes)")
         head = "\n".join(lines)

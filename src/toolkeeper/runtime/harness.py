@@ -26,7 +26,6 @@ from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ApprovalError, ToolkeeperError
 from toolkeeper.executors import Executor
 from toolkeeper.ledger import (
-    ApprovalRecord,
     ApprovalStatus,
     InvocationRecord,
     Ledger,
@@ -60,6 +59,11 @@ from toolkeeper.secrets.providers import SecretBroker, default_broker
 HOOK_TIMEOUT = 30.0
 """Default seconds for a verifier, version reader or secret lookup of a contract without a
 timeout of its own."""
+DERIVED_KEY_TTL = 24 * 3600.0
+"""Default seconds a derived idempotency key keeps a settled outcome: a retried turn within a
+day replays, the same call next month runs again."""
+RESUME_WAIT = 30.0
+"""Default seconds a resume waits for the outcome of a call another resume is running."""
 
 
 class Harness:
@@ -80,7 +84,13 @@ class Harness:
         grants: GrantAuthority | None = None,
         recover: bool = True,
         hook_timeout: float = HOOK_TIMEOUT,
+        derived_key_ttl: float | None = DERIVED_KEY_TTL,
+        resume_wait: float = RESUME_WAIT,
     ) -> None:
+        """`derived_key_ttl`: seconds a derived idempotency key (a keyed call without a
+        caller's key) keeps a settled outcome, None for good; a caller's own key keeps it for
+        good. `resume_wait`: seconds a resume waits for the outcome of the same call another
+        resume is running before answering that it still runs."""
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
         self._given_closed = False
@@ -93,6 +103,8 @@ class Harness:
         self.grants = grants or GrantAuthority()
         self.registry = Registry()
         self.hook_timeout = hook_timeout
+        self.derived_key_ttl = derived_key_ttl
+        self.resume_wait = resume_wait
         self._recover = recover
         self._services: Services | None = None
         self._opening = threading.Lock()
@@ -129,6 +141,8 @@ class Harness:
                     artifacts=self.artifacts,
                     grants=self.grants,
                     hook_timeout=self.hook_timeout,
+                    derived_key_ttl=self.derived_key_ttl,
+                    resume_wait=self.resume_wait,
                 )
                 if self._recover:
                     recover(ledger)
@@ -300,23 +314,23 @@ class Harness:
 
     # -- approvals ---------------------------------------------------------------------
 
-    async def resume(
-        self, approval_id: str, *, principal: Principal | None = None
-    ) -> ResultEnvelope:
-        """Continue a call after its approval was decided. The call re-enters the pipeline
-        at normalize, for `principal` as it is now (the proposer's stored identity when not
-        given) and with the environment stored with the approval: contract digest, argument
-        digest, resource versions, visibility and policy are all checked again, and any
-        change gives `stale` or the new decision, never a silent run. Repeats answer with
-        the call's outcome. `principal`, when given, must be the one that proposed the call.
+    async def resume(self, approval_id: str, *, principal: Principal) -> ResultEnvelope:
+        """Continue a call after its approval was decided, for `principal` as it is now: the
+        caller says who resumes and with which capabilities today (the gateway passes the
+        authenticated caller), and it must be the principal that proposed the call. The call
+        re-enters the pipeline at normalize with the environment stored with the approval:
+        visibility, contract digest, argument digest, resource versions and policy are all
+        checked again, and any change gives `stale` or the new decision, never a silent run.
+
+        Every resume of one approval answers with the call's final outcome: one takes the
+        call up (in the transaction that writes its intent), and the others read its outcome
+        from the ledger, waiting up to `resume_wait` seconds for it; a call still running
+        then is answered as such (retryable).
         """
         services = await self._opened_async()
         approval = await stages.offload(services.approvals.get, approval_id)
         stored = approval.principal
-        if principal is not None and (principal.id, principal.tenant) != (
-            stored["id"],
-            stored["tenant"],
-        ):
+        if (principal.id, principal.tenant) != (stored["id"], stored["tenant"]):
             raise ApprovalError(
                 f"approval {approval_id} belongs to another principal", approval_id=approval_id
             )
@@ -325,26 +339,10 @@ class Harness:
             raise ApprovalError(
                 f"approval {approval_id} has no invocation in this ledger", approval_id=approval_id
             )
-        if approval.status is ApprovalStatus.APPROVED:
-            claimed = await stages.offload(
-                lambda: services.ledger.transition_approval(
-                    approval_id, expected=ApprovalStatus.APPROVED, new=ApprovalStatus.CONSUMED
-                )
-            )
-            if claimed is None:  # another resume got there first
-                record = await stages.offload(services.ledger.get, approval.request_id) or record
-                return _answer_of(record, replace(approval, status=ApprovalStatus.CONSUMED))
-        elif not (
-            approval.status is ApprovalStatus.DENIED
-            and record.state is RecordState.PENDING_APPROVAL
-        ):
-            return _answer_of(record, approval)
-        now = principal or Principal(
-            id=stored["id"],
-            tenant=stored["tenant"],
-            capabilities=frozenset(stored["capabilities"]),
-            kind=stored.get("kind", "agent"),
-        )
+        if approval.status is ApprovalStatus.PENDING or record.state is RecordState.COMPLETED:
+            return ResultEnvelope.model_validate(record.envelope)
+        if record.state is not RecordState.PENDING_APPROVAL:  # taken up by another resume
+            return await stages.awaited_outcome(services, record)
         call = Call(
             proposal=Proposal(
                 approval.call_id,
@@ -352,7 +350,7 @@ class Harness:
                 approval.arguments,
                 idempotency_key=approval.idempotency_key,
             ),
-            principal=now,
+            principal=principal,
             session=approval.session,
             parent_request_id=approval.parent_request_id,
             environment=dict(approval.environment),
@@ -365,9 +363,7 @@ class Harness:
         )
         return await pipeline.run(services, call, start="normalize")
 
-    def resume_sync(
-        self, approval_id: str, *, principal: Principal | None = None
-    ) -> ResultEnvelope:
+    def resume_sync(self, approval_id: str, *, principal: Principal) -> ResultEnvelope:
         """`resume` for code without an event loop."""
         _refuse_inside_loop("resume_sync", "await harness.resume(...)")
         return anyio.run(functools.partial(self.resume, approval_id, principal=principal))
@@ -434,23 +430,6 @@ class Harness:
     def reconcile_sync(self) -> list[InvocationRecord]:
         _refuse_inside_loop("reconcile_sync", "await harness.reconcile()")
         return anyio.run(self.reconcile)
-
-
-def _answer_of(record: InvocationRecord, approval: ApprovalRecord) -> ResultEnvelope:
-    """What a resume that does not run the call answers: its recorded outcome, or the
-    pending answer while the approval waits. A call another resume has taken up is no longer
-    waiting, though its row still carries the pending answer until it completes."""
-    if record.state is RecordState.COMPLETED or approval.status is ApprovalStatus.PENDING:
-        return ResultEnvelope.model_validate(record.envelope)
-    error = ToolError(
-        category=ErrorCategory.EFFECT_UNKNOWN,
-        message=f"approval {approval.approval_id} was already taken up; its call is still "
-        f"running as {record.request_id}",
-        suggested_fix="Wait and read its outcome; do not repeat the call.",
-        retryable=True,
-        effect_committed=None,
-    )
-    return ResultEnvelope(status=Status.EFFECT_UNKNOWN, error=error, summary=error.message)
 
 
 def _refuse_inside_loop(name: str, instead: str) -> None:

@@ -60,6 +60,9 @@ class InvocationRequest:
     session: str | None = None
     parent_request_id: str | None = None
     idempotency_key: str | None = None
+    """The key the ledger holds: derived, or the caller's scoped to tenant, principal and tool."""
+    idempotency_ttl: float | None = None
+    """Seconds the key keeps a settled outcome (a derived key); None: for good."""
     resource_versions: dict[str, str] = field(default_factory=dict)
     read_set: tuple[str, ...] = ()
     write_set: tuple[str, ...] = ()

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import hashlib
 import inspect
+import json
 import string
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -201,9 +202,47 @@ def _expand(templates: Sequence[str], arguments: Mapping[str, Any]) -> tuple[str
 def derive_idempotency_key(
     principal: Principal, contract_ref: str, args_digest: str, session: str | None
 ) -> str:
-    """Never from the model's call id: vendors regenerate it when a turn is retried."""
-    basis = "\x1f".join((principal.tenant, principal.id, contract_ref, args_digest, session or ""))
+    """The key of a keyed call whose caller named none: the same tenant, principal, contract
+    id@version, arguments and session. Never from the model's call id, which vendors
+    regenerate when a turn is retried. It keeps a settled outcome for the harness's
+    `derived_key_ttl` only: the same call a day later is a new call."""
+    return _key_of("derived", principal, contract_ref, args_digest, session or "")
+
+
+def scope_idempotency_key(principal: Principal, contract_id: str, key: str) -> str:
+    """A caller's key as the ledger holds it: scoped to tenant, principal and tool, so the
+    same key from another principal (or for another tool) is another key."""
+    return _key_of("caller", principal, contract_id, key)
+
+
+def _key_of(kind: str, principal: Principal, *parts: str) -> str:
+    # A JSON array, not a separator: tenant and principal ids come from tokens, and a
+    # separator inside one must not let two scopes spell the same basis.
+    basis = json.dumps([kind, principal.tenant, principal.id, *parts])
     return "idem_" + hashlib.sha256(basis.encode()).hexdigest()[:32]
+
+
+def _idempotency_key(
+    services: Services, call: Call, contract: ToolContract, digest: str
+) -> tuple[str | None, float | None]:
+    """The key the ledger holds for the call, and for how long it keeps a settled outcome:
+    a caller's key (scoped) for good, a derived key for `services.derived_key_ttl`. A
+    resumed call keeps the key its approval bound."""
+    if call.approval is not None:
+        key = call.approval.idempotency_key
+        if key is None:
+            return None, None
+    elif contract.effective_idempotency is not Idempotency.KEYED:
+        return None, None
+    elif call.proposal.idempotency_key:
+        supplied = call.proposal.idempotency_key
+        return scope_idempotency_key(call.principal, contract.id, supplied), None
+    else:
+        key = None
+    derived = derive_idempotency_key(call.principal, contract.ref, digest, call.session)
+    if key is None or key == derived:
+        return derived, services.derived_key_ttl
+    return key, None
 
 
 _RISK = {"none": "low", "reversible": "medium", "committing": "high"}
@@ -243,13 +282,7 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
             "Send flatter arguments (at most a few hundred levels of nesting).",
         )
     approval = call.approval
-    key = None
-    if approval is not None:
-        key = approval.idempotency_key
-    elif contract.effective_idempotency is Idempotency.KEYED:
-        key = call.proposal.idempotency_key or derive_idempotency_key(
-            call.principal, contract.ref, digest, call.session
-        )
+    key, ttl = _idempotency_key(services, call, contract, digest)
     request = InvocationRequest(
         request_id=call.request_id,
         call_id=call.proposal.call_id,
@@ -261,6 +294,7 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
         session=call.session,
         parent_request_id=call.parent_request_id,
         idempotency_key=key,
+        idempotency_ttl=ttl,
         read_set=_expand(contract.concurrency.read_set, arguments),
         write_set=_expand(contract.concurrency.write_set, arguments),
         approval_id=approval.approval_id if approval is not None else None,
@@ -344,6 +378,17 @@ async def approve(services: Services, call: Call) -> Call | Stop:
                 + (f": {approval.decision_reason}" if approval.decision_reason else ""),
                 "Do not retry; ask the user how to proceed.",
             )
+        if services.visible(call.principal, None).get(contract.ref) is not entry:
+            # Judged for the principal as it is now: a capability revoked since the proposal
+            # ends the approval, whoever approved it.
+            call.trail.add("approve", "not_visible", principal=call.principal.id)
+            return reject(
+                ErrorCategory.POLICY_DENIED,
+                f"{contract.ref} is no longer available to {call.principal.id}: it was "
+                "approved, but the principal no longer holds the capabilities it requires",
+                "Do not retry; ask an administrator to restore the access, then propose the "
+                "call again.",
+            )
         stale = _stale_reason(services, call)
         if stale is not None:
             call.trail.add("approve", "stale", reason=stale)
@@ -361,6 +406,18 @@ async def approve(services: Services, call: Call) -> Call | Stop:
     )
     verdict = assess(contract, AssessedRequest(request.call_id, contract.id), environment).verdict
     if verdict is Verdict.REQUIRES_APPROVAL:
+        if request.idempotency_key is not None:
+            # A call that would only replay an earlier outcome runs nothing: no human is
+            # asked to approve it.
+            holder = await offload(
+                functools.partial(
+                    services.ledger.key_holder,
+                    request.idempotency_key,
+                    key_ttl=request.idempotency_ttl,
+                )
+            )
+            if holder is not None:
+                return _replay(call, holder, "approve")
         return await _suspend(services, call)
     if verdict is not Verdict.ALLOWED:
         call.trail.add("approve", "rejected" if approval is None else "rejected_on_recheck")
@@ -397,8 +454,6 @@ def _retry_budget(contract: ToolContract) -> float:
 def _stale_reason(services: Services, call: Call) -> str | None:
     entry, request, approval = call.entry, call.request, call.approval
     assert entry is not None and request is not None and approval is not None
-    if services.visible(call.principal, None).get(entry.contract.ref) is not entry:
-        return f"{approval.contract_ref} is no longer available to {call.principal.id}"
     if entry.digest != approval.implementation_digest:
         return f"{approval.contract_ref} changed since it was approved"
     if request.arguments_digest != approval.arguments_digest:
@@ -564,9 +619,22 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
         # call must never occupy (or, in SQLite, REPLACE away) the key's holder.
         call.trail.add("dispatch", "intent", idempotency_key=request.idempotency_key)
         intent = row(call, RecordState.INTENT, idempotency_key=request.idempotency_key, owner=OWNER)
-        holder = await offload(services.ledger.record_intent, intent, call.trail.drain())
+        # A resumed call takes its approval up in the intent's own transaction: a crash
+        # cannot consume the approval and lose the call, and of concurrent resumes only one
+        # writes the intent; the others answer with its outcome.
+        holder = await offload(
+            functools.partial(
+                services.ledger.record_intent,
+                intent,
+                call.trail.drain(),
+                approval_id=request.approval_id,
+                key_ttl=request.idempotency_ttl,
+            )
+        )
+        if holder is not None and holder.request_id == request.request_id:
+            return _settled(await awaited_outcome(services, holder))
         if holder is not None:
-            return _replay(call, holder)
+            return _replay(call, holder, "dispatch")
         call.holds_key = True
     number = 0
     while True:
@@ -646,11 +714,11 @@ def may_retry(contract: ToolContract, outcome: Outcome, attempt_number: int) -> 
     return outcome.effect_committed is False or contract.is_idempotent
 
 
-def _replay(call: Call, holder: InvocationRecord) -> Stop:
+def _replay(call: Call, holder: InvocationRecord, stage: str) -> Stop:
     """Same idempotency key: answer with the holder's outcome and run nothing."""
     request = call.request
     assert request is not None
-    call.trail.add("dispatch", "idempotent_replay", of=holder.request_id)
+    call.trail.add(stage, "idempotent_replay", of=holder.request_id)
     if holder.envelope is not None and holder.state is RecordState.COMPLETED:
         original = ResultEnvelope.model_validate(holder.envelope)
     else:
@@ -677,6 +745,54 @@ def _replay(call: Call, holder: InvocationRecord) -> Stop:
     return Stop(envelope.status, error, envelope=envelope)
 
 
+RESUME_POLL_FIRST = 0.01
+RESUME_POLL_MAX = 0.5
+"""Seconds between reads of a call another resume runs: doubling from the first to the max."""
+
+
+async def awaited_outcome(services: Services, taker: InvocationRecord) -> ResultEnvelope:
+    """The outcome of a call another resume took up (`taker` is its row as last read),
+    read from the ledger — so a resume in another replica finds it too — once it completes,
+    within `services.resume_wait` seconds. A call still running then is answered as such:
+    retryable, its effect unknown to this caller, never `pending_approval`."""
+    deadline = anyio.current_time() + services.resume_wait
+    pause = RESUME_POLL_FIRST
+    current: InvocationRecord | None = taker
+    while current is None or current.state is not RecordState.COMPLETED:
+        left = deadline - anyio.current_time()
+        if left <= 0:
+            break
+        await anyio.sleep(min(pause, left))
+        pause = min(pause * 2, RESUME_POLL_MAX)
+        current = await offload(services.ledger.get, taker.request_id)
+    if current is not None and current.state is RecordState.COMPLETED and current.envelope:
+        return ResultEnvelope.model_validate(current.envelope)
+    error = ToolError(
+        category=ErrorCategory.EFFECT_UNKNOWN,
+        message=f"approval {taker.approval_id} was already taken up; its call is still "
+        f"running as {taker.request_id}",
+        suggested_fix="Resume again later to read its outcome; do not propose the call again.",
+        retryable=True,
+        effect_committed=None,
+    )
+    meta = ExecutionMeta(
+        request_id=taker.request_id,
+        call_id=taker.call_id,
+        effect_state=EffectState.UNKNOWN,
+        approval_id=taker.approval_id,
+        idempotency_key=taker.idempotency_key,
+    )
+    return ResultEnvelope(
+        status=Status.EFFECT_UNKNOWN, error=error, summary=error.message, execution_meta=meta
+    )
+
+
+def _settled(envelope: ResultEnvelope) -> Stop:
+    """A Stop answering with an outcome the ledger already holds."""
+    error = envelope.error or ToolError(category=ErrorCategory.INTERNAL, message="settled")
+    return Stop(envelope.status, error, envelope=envelope, settled=True)
+
+
 def record_cancelled(services: Services, call: Call, stage: str) -> None:
     """Write the row of a call whose caller was cancelled in `stage`, at once
     (synchronously: the task is unwinding). Its effect is unknown once a write was
@@ -700,6 +816,14 @@ def record_cancelled(services: Services, call: Call, stage: str) -> None:
         execution_meta=execution_meta(call.record, request, call.attempts, call.started, state),
     )
     call.trail.add(stage, "cancelled", attempt=call.attempts)
+    if call.approval is not None and not call.holds_key:
+        # A resumed call cancelled before its intent changed nothing: it stays waiting for a
+        # resume, and its approval with it (or another resume holds it).
+        events = call.trail.drain()
+        if events:
+            services.ledger.append(events)
+        call.recorded = True
+        return
     _write(services, call, envelope, call.attempts, defer=False)
 
 
@@ -866,6 +990,10 @@ async def record(services: Services, call: Call, stop: Stop | None) -> ResultEnv
                 call.record, call.request, call.attempts, call.started, stop.effect_state
             ),
         )
+    if stop is not None and stop.settled:
+        return envelope
+    if call.approval is not None and not call.holds_key:
+        return await _settle(services, call, envelope)
     pending = envelope.status is Status.PENDING_APPROVAL
     meta = envelope.execution_meta
     unchanged = meta is None or meta.effect_state is EffectState.NONE
@@ -880,12 +1008,34 @@ async def record(services: Services, call: Call, stop: Stop | None) -> ResultEnv
     return envelope
 
 
-def _write(
-    services: Services, call: Call, envelope: ResultEnvelope, attempts: int, defer: bool
-) -> None:
+async def _settle(services: Services, call: Call, envelope: ResultEnvelope) -> ResultEnvelope:
+    """The end of a resumed call that wrote no intent (refused on re-check, denied, a read,
+    a replay). An end worth retrying (a credential lookup timed out, the key's holder still
+    runs) leaves the call waiting for another resume, its approval untouched; any other end
+    is written once, by whichever resume gets there first, and the rest answer with it."""
+    approval = call.approval
+    assert approval is not None
+    call.trail.add("record", envelope.status.value)
+    call.recorded = True
+    if envelope.error is not None and envelope.error.retryable:
+        await offload(services.ledger.append, call.trail.drain())
+        return envelope
+    final = _final_row(call, envelope, call.attempts)
+    taker = await offload(
+        functools.partial(
+            services.ledger.settle_pending,
+            final,
+            call.trail.drain(),
+            approval_id=approval.approval_id,
+        )
+    )
+    return envelope if taker is None else await awaited_outcome(services, taker)
+
+
+def _final_row(call: Call, envelope: ResultEnvelope, attempts: int) -> InvocationRecord:
     meta = envelope.execution_meta
     pending = envelope.status is Status.PENDING_APPROVAL
-    final = row(
+    return row(
         call,
         RecordState.PENDING_APPROVAL if pending else RecordState.COMPLETED,
         status=envelope.status.value,
@@ -894,6 +1044,12 @@ def _write(
         approval_id=meta.approval_id if meta and meta.approval_id else call.record.approval_id,
         envelope=envelope.model_dump(mode="json"),
     )
+
+
+def _write(
+    services: Services, call: Call, envelope: ResultEnvelope, attempts: int, defer: bool
+) -> None:
+    final = _final_row(call, envelope, attempts)
     services.ledger.complete(final, call.trail.drain(), defer=defer)
     call.recorded = True
 
