@@ -49,6 +49,9 @@ class Services:
     hook_timeout: float
     """Seconds a verifier, resource-version reader or secret lookup may take at most when
     its contract sets no timeout of its own."""
+    argument_threshold: int
+    """Canonical-JSON bytes of recorded arguments above which the ledger row holds a
+    reference to an artifact instead."""
 
 
 @dataclass(slots=True)
@@ -120,6 +123,7 @@ class Call:
     arguments: dict[str, Any] | None = None  # validate
     request: InvocationRequest | None = None  # normalize (approve adds the grant id)
     recorded_arguments: Any = None  # normalize: redacted, classified fields masked
+    row_arguments: Any = None  # normalize: recorded_arguments, or their artifact reference
     decision: PolicyDecision | None = None  # authorize
     grant: Grant | None = None  # approve
     secrets: ResolvedSecrets | None = None  # bind_credentials
