@@ -101,7 +101,10 @@ def envelope_for_record(
     return ResultEnvelope(
         status=status,
         error=error,
-        summary=error.message if error else f"{tool_id} succeeded (confirmed by read-back)",
+        summary=error.message
+        if error
+        else f"{tool_id} succeeded (confirmed by read-back)"
+        + ("" if previous and previous.structured_content else "; its output was not recorded"),
         structured_content=previous.structured_content if previous else None,
         provenance=Provenance(
             tool_id=tool_id,
