@@ -30,6 +30,7 @@ import logging
 import random
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -338,9 +339,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         gateway.stop()
     final = _cli("ledger", "reconcile", "--config", str(config))
-    unknown = _cli(
-        "ledger", "list", "--home", str(home), "--effect-state", "unknown", "--limit", "1000000"
-    )
+    with sqlite3.connect(home / "ledger.db") as db:  # what the kills left and how it settled
+        unknown = db.execute(
+            "SELECT COUNT(*) FROM invocations WHERE effect_state = 'unknown'"
+        ).fetchone()[0]
+        settled = dict(
+            db.execute(
+                "SELECT stage || ':' || kind, COUNT(*) FROM events "
+                "WHERE stage IN ('recover', 'reconcile') GROUP BY stage, kind"
+            ).fetchall()
+        )
     lines = effects.read_text().splitlines() if effects.exists() else []
     applied = Counter(line.split(" ")[0] for line in lines)
     lost = sorted(t for t in tally.acknowledged if applied[t] == 0)
@@ -355,7 +363,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "effects": len(lines),
         "lost_effects": len(lost),
         "duplicate_effects": len(duplicates),
-        "effect_unknown_left": len(unknown),
+        "effect_unknown_left": unknown,
+        "intents_recovered": settled.get("recover:effect_unknown", 0),
+        "read_back_succeeded": settled.get("reconcile:succeeded", 0),
+        "read_back_failed": settled.get("reconcile:failed", 0),
         "final_reconciliation": {
             k: final[k] for k in ("recovered", "succeeded", "failed", "unknown")
         },
