@@ -224,6 +224,9 @@ def test_intent_without_completion_becomes_effect_unknown(tmp_path: Path) -> Non
         state=RecordState.INTENT,
         contract_ref="delete_doc@1.0.0",
         owner="no-such-host:1",
+        # Another host's process cannot be asked whether it lives: its intent counts as
+        # abandoned once older than the harness's foreign_intent_after (an hour).
+        created_at=time.time() - 7200,
     )
     harness.ledger.record_intent(intent, [])
     harness.close()

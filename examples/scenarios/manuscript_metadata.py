@@ -170,7 +170,7 @@ def run(home: Path, trace: Trace = print, *, variant: str = "approved") -> dict[
     if variant == "timeout":
         trace("\n⏸ the write timed out; its effect is unknown, so the run stops here.")
         time.sleep(1.0)  # the abandoned write finishes in the background meanwhile
-        settled = harness.reconcile_sync()
+        settled = harness.reconcile_sync().settled
         for record in settled:
             trace(f"🔎 reconcile {record.request_id}: read-back → {record.status}")
         seen["reconcile"] = [r.status for r in settled]

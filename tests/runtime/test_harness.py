@@ -410,9 +410,9 @@ def test_verifier_gates_success_and_reconcile_settles(tmp_path: Path, alice: Pri
     harness.register(contract, executor=write_value)
     envelope = call(harness, "write_value", {"key": "k", "value": "v"}, alice)
     assert envelope.status is Status.EFFECT_UNKNOWN
-    assert harness.reconcile_sync() == []  # read-back still cannot tell
+    assert harness.reconcile_sync().settled == ()  # read-back still cannot tell
     readable["on"] = True
-    settled = harness.reconcile_sync()
+    settled = harness.reconcile_sync().settled
     assert [r.status for r in settled] == ["succeeded"]
     record = harness.ledger.get(envelope.execution_meta.request_id)
     assert record.effect_state == "committed"

@@ -146,6 +146,27 @@ def _hex_of(ref_or_uri: ArtifactRef | str) -> str:
     return match.group(1)
 
 
+# -- values stored aside in ledger rows ---------------------------------------------------
+
+_ASIDE_KEY = "_artifact"
+
+
+def aside_value(ref: ArtifactRef) -> dict[str, Any]:
+    """What a ledger row holds in place of a value stored aside: its reference, with the
+    digest and size, so the row stays small and the value stays checkable."""
+    return {_ASIDE_KEY: ref.model_dump(mode="json", exclude_none=True)}
+
+
+def stored_aside(value: Any) -> ArtifactRef | None:
+    """The reference in a value `aside_value` made; None for any other value."""
+    if not isinstance(value, Mapping) or set(value) != {_ASIDE_KEY}:
+        return None
+    try:
+        return ArtifactRef.model_validate(value[_ASIDE_KEY])
+    except ValueError:
+        return None
+
+
 # -- projection ---------------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 Deciding records the decision in the ledger; the process that owns the tool (the library
 or `toolkeeper serve`) resumes the call with `Harness.resume`, re-checking everything first.
+Ids, names, accounts and reasons are printed through `escaping.visible`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from toolkeeper.cli.escaping import visible
 from toolkeeper.cli.ledger import add_common, open_ledger
 from toolkeeper.ledger import ApprovalRecord
 from toolkeeper.runtime.approvals import Approvals
@@ -47,7 +49,10 @@ def _as_json(approval: ApprovalRecord) -> dict[str, Any]:
 
 def _line(a: ApprovalRecord) -> str:
     when = datetime.fromtimestamp(a.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return f"{when}  {a.approval_id}  {a.status.value:<9} {a.contract_ref:<36} {a.principal['id']}"
+    return (
+        f"{when}  {visible(a.approval_id)}  {a.status.value:<9} {visible(a.contract_ref):<36} "
+        f"{visible(a.principal['id'])}"
+    )
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -67,11 +72,17 @@ def run_show(args: argparse.Namespace) -> int:
         print(json.dumps(_as_json(approval), default=str, indent=2))
         return 0
     print(_line(approval))
-    print(f"  {approval.account}")
+    print(f"  {visible(approval.account)}")
     print(f"  arguments: {json.dumps(approval.arguments, default=str)}")
-    print(f"  digest: {approval.implementation_digest}  args: {approval.arguments_digest}")
+    print(
+        f"  digest: {visible(approval.implementation_digest)}  "
+        f"args: {visible(approval.arguments_digest)}"
+    )
     if approval.decided_by:
-        print(f"  decided by {approval.decided_by}: {approval.decision_reason or ''}")
+        print(
+            f"  decided by {visible(approval.decided_by)}: "
+            f"{visible(approval.decision_reason or '')}"
+        )
     return 0
 
 
@@ -84,6 +95,7 @@ def run_decide(args: argparse.Namespace) -> int:
         print(json.dumps(_as_json(approval), default=str, indent=2))
     else:
         print(
-            f"{approval.approval_id} {approval.status.value} by {by}; the owning process resumes it"
+            f"{visible(approval.approval_id)} {approval.status.value} by {visible(by)}; the "
+            "owning process resumes it"
         )
     return 0

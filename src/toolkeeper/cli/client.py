@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from toolkeeper.cli.escaping import visible
 from toolkeeper.errors import ConfigError, ToolkeeperError
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def run_tools(args: argparse.Namespace) -> int:
         hints = tool.get("annotations", {})
         effect = "read-only" if hints.get("readOnlyHint") else "changes things"
         summary = (tool.get("description") or "").split("\n", 1)[0]
-        print(f"{tool['name']}  ({effect})\n    {summary}")
+        print(f"{visible(tool['name'])}  ({effect})\n    {visible(summary)}")
     print(f"{len(listing)} tool(s)")
     return 0
 
@@ -110,7 +111,8 @@ def _readable(result: CallToolResult) -> str:
     # The approval id, when there is one, is already in the text.
     ids = [(key, META_PREFIX + key) for key in ("request_id", "call_id")]
     lines += [f"{key}: {meta[wire]}" for key, wire in ids if wire in meta]
-    return "\n".join(lines)
+    # Line by line: the text's own line breaks stay, nothing in a line can forge another.
+    return "\n".join(visible(line) for text in lines for line in str(text).splitlines())
 
 
 async def _list_tools(args: argparse.Namespace) -> list[dict[str, Any]]:

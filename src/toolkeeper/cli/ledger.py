@@ -1,4 +1,12 @@
-"""`toolkeeper ledger list|show|tail`: read the ledger an operator or auditor needs."""
+"""`toolkeeper ledger list|show|tail|reconcile|export|prune`: read, settle and trim the ledger.
+
+Everything printed from the ledger goes through `escaping.visible`: ids, names and reasons
+come from clients and models, and must not forge a line or steer the terminal.
+
+`reconcile`, `export` and `prune` take the ledger from ``--home`` (the SQLite ledger there)
+or from ``--config`` (a gateway configuration: its home or its PostgreSQL ledger, and for
+`reconcile` its tools, whose read-back hooks settle unknown effects).
+"""
 
 from __future__ import annotations
 
@@ -8,28 +16,42 @@ import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from toolkeeper.cli.escaping import visible
 from toolkeeper.errors import ConfigError
-from toolkeeper.ledger import InvocationRecord
+from toolkeeper.ledger import InvocationRecord, Ledger
+from toolkeeper.ledger.retention import (
+    Pruned,
+    RetentionPolicy,
+    apply_policy,
+    export,
+    parse_duration,
+    prune_archived,
+)
 from toolkeeper.ledger.sqlite import SQLiteLedger
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+if TYPE_CHECKING:
+    from toolkeeper.gateway.config.settings import GatewayConfig
+    from toolkeeper.runtime.reconciliation import Reconciliation
+
+_DEFAULT_HOME = ".toolkeeper"
 
 
-def parse_since(text: str | None) -> float | None:
+def parse_since(text: str | None, key: str = "--since") -> float | None:
     """`30m`, `2h`, `1d` ago, or an ISO 8601 timestamp."""
     if text is None:
         return None
-    if text[:-1].isdigit() and text[-1] in _UNITS:
-        return time.time() - int(text[:-1]) * _UNITS[text[-1]]
+    seconds = parse_duration(text)
+    if seconds is not None:
+        return time.time() - seconds
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise ConfigError(
-            f"--since {text!r} is neither a duration (30m, 2h, 1d) nor an ISO 8601 time "
+            f"{key} {text!r} is neither a duration (30m, 2h, 1d) nor an ISO 8601 time "
             "(2026-11-29T10:00:00)",
-            key="--since",
+            key=key,
             value=text,
         ) from None
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
@@ -55,7 +77,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("ledger", help="read the invocation ledger")
+    parser = subparsers.add_parser("ledger", help="read, reconcile and trim the invocation ledger")
     commands = parser.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
     for name, help_text in (
         ("list", "list invocations, newest first"),
@@ -66,6 +88,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         sub.add_argument("--status", help="succeeded, rejected, failed, timed_out, ...")
         sub.add_argument("--tool", help="tool id, id@version, or the name the model used")
         sub.add_argument("--principal", help="principal id")
+        sub.add_argument("--effect-state", help="none, not_committed, committed or unknown")
         sub.add_argument("--since", help="30m, 2h, 1d or an ISO 8601 time")
         sub.add_argument("--limit", type=int, default=50)
         sub.set_defaults(func=run_tail if name == "tail" else run_list)
@@ -74,12 +97,57 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show.add_argument("request_id")
     show.set_defaults(func=run_show)
 
+    reconcile = commands.add_parser(
+        "reconcile", help="settle calls a crash left in flight or with an unknown effect"
+    )
+    _add_source(reconcile)
+    reconcile.add_argument(
+        "--foreign-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="treat intents another host wrote as abandoned after this many seconds "
+        "(default: the configuration's, or 3600); 0 once you know that host is gone",
+    )
+    reconcile.set_defaults(func=run_reconcile)
+    exporting = commands.add_parser(
+        "export", help="write invocations with their events to a JSON-lines archive"
+    )
+    _add_source(exporting)
+    exporting.add_argument("--out", required=True, help="archive file to write")
+    exporting.add_argument(
+        "--before", help="only invocations created before: 30d (ago) or an ISO 8601 time"
+    )
+    exporting.set_defaults(func=run_export)
+    prune = commands.add_parser(
+        "prune",
+        help="delete settled invocations that were exported or the retention policy drops",
+    )
+    _add_source(prune)
+    prune.add_argument("--archive", help="delete what this export holds (settled, unchanged)")
+    prune.add_argument("--max-age", help="delete settled invocations older than this: 90d")
+    prune.add_argument("--max-rows", type=int, help="keep at most this many invocations")
+    prune.set_defaults(func=run_prune)
+
+
+def _add_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--home", default=None, help=f"state directory of a SQLite ledger (default {_DEFAULT_HOME})"
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="a gateway configuration: its ledger (home or ledger_dsn_env) and tools",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+
 
 def _line(r: InvocationRecord) -> str:
     when = datetime.fromtimestamp(r.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
     return (
-        f"{when}  {r.request_id}  {(r.status or r.state.value):<16} "
-        f"{r.contract_ref or r.tool:<36} {r.principal_id:<12} call={r.call_id}"
+        f"{when}  {visible(r.request_id)}  {visible(r.status or r.state.value):<16} "
+        f"{visible(r.contract_ref or r.tool):<36} {visible(r.principal_id):<12} "
+        f"call={visible(r.call_id)}"
     )
 
 
@@ -93,7 +161,12 @@ def _query(
     args: argparse.Namespace, ledger: SQLiteLedger, since: float | None
 ) -> list[InvocationRecord]:
     return ledger.query(
-        status=args.status, tool=args.tool, principal=args.principal, since=since, limit=args.limit
+        status=args.status,
+        tool=args.tool,
+        principal=args.principal,
+        effect_state=args.effect_state,
+        since=since,
+        limit=args.limit,
     )
 
 
@@ -128,13 +201,13 @@ def run_show(args: argparse.Namespace) -> int:
     print(_line(record))
     print(f"  arguments: {json.dumps(record.arguments, default=str)}")
     print(
-        f"  effect: {record.effect_state}  attempts: {record.attempts}  "
-        f"approval: {record.approval_id}"
+        f"  effect: {visible(record.effect_state)}  attempts: {record.attempts}  "
+        f"approval: {visible(record.approval_id)}"
     )
     for event in events:
         offset = (event.at - record.created_at) * 1000
         shown = json.dumps(event.data, default=str) if event.data else ""
-        print(f"  +{offset:8.2f} ms  {event.stage:<16} {event.kind:<20} {shown}")
+        print(f"  +{offset:8.2f} ms  {visible(event.stage):<16} {visible(event.kind):<20} {shown}")
     if record.envelope:
         print("  envelope:")
         print("    " + json.dumps(record.envelope, default=str, indent=2).replace("\n", "\n    "))
@@ -159,3 +232,139 @@ def run_tail(args: argparse.Namespace) -> int:
                 flush=True,
             )
         time.sleep(0.5)
+
+
+# -- reconcile, export, prune ---------------------------------------------------------------
+
+
+def _config(args: argparse.Namespace) -> GatewayConfig | None:
+    if args.config is None:
+        return None
+    if args.home is not None:
+        raise ConfigError(
+            "pass --config or --home, not both: the configuration names its own home "
+            "(or its PostgreSQL ledger)",
+            key="--home",
+            value=args.home,
+        )
+    from toolkeeper.gateway.config.settings import load_config
+
+    return load_config(args.config)
+
+
+def _ledger(args: argparse.Namespace, config: GatewayConfig | None) -> Ledger:
+    """The ledger `--config` or `--home` names; a SQLite ledger must already exist."""
+    if config is None:
+        return open_ledger(args.home or _DEFAULT_HOME)
+    dsn = config.ledger_dsn()
+    if dsn is not None:
+        from toolkeeper.ledger.postgres import PostgresLedger
+
+        return PostgresLedger(dsn)
+    return open_ledger(str(config.home))
+
+
+def run_reconcile(args: argparse.Namespace) -> int:
+    """One reconciliation pass, as the gateway runs at start and on its interval."""
+    from toolkeeper.runtime.harness import Harness
+
+    config = _config(args)
+    if config is None:
+        home = args.home or _DEFAULT_HOME
+        harness = Harness(home=home, ledger=open_ledger(home), recover=False)
+    else:
+        from toolkeeper.gateway.loader import build_harness
+
+        _ledger(args, config).close()  # a missing SQLite ledger is an error, not a new one
+        harness = build_harness(config, recover=False)
+    try:
+        report = harness.reconcile_sync(foreign_intent_after=args.foreign_after)
+    finally:
+        harness.close()
+    _print_reconciliation(report, args.format, with_tools=config is not None)
+    return 0
+
+
+def _print_reconciliation(report: Reconciliation, form: str, *, with_tools: bool) -> None:
+    if form == "json":
+        data: dict[str, Any] = dict(report.counts())
+        data["settled"] = [
+            {"request_id": r.request_id, "tool": r.contract_ref or r.tool, "status": r.status}
+            for r in report.settled
+        ]
+        data["unsettled"] = [asdict(u) for u in report.unsettled]
+        print(json.dumps(data, indent=2))
+        return
+    for record in report.settled:
+        print(
+            f"settled  {visible(record.request_id)}  {visible(record.status):<10} "
+            f"{visible(record.contract_ref or record.tool)}"
+        )
+    for left in report.unsettled:
+        print(f"unknown  {visible(left.request_id)}  {visible(left.tool)}: {visible(left.reason)}")
+    print(report.summary())
+    if report.unsettled and not with_tools:
+        print(
+            "(without --config no tool is loaded, so nothing can be read back: pass the "
+            "gateway configuration to run its read-back hooks)"
+        )
+
+
+def run_export(args: argparse.Namespace) -> int:
+    ledger = _ledger(args, _config(args))
+    try:
+        count = export(ledger, args.out, before=parse_since(args.before, "--before"))
+    finally:
+        ledger.close()
+    if args.format == "json":
+        print(json.dumps({"exported": count, "archive": args.out}))
+    else:
+        print(f"exported {count} invocation(s) with their events to {visible(args.out)}")
+    return 0
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    config = _config(args)
+    policy = _policy(args, config)
+    if args.archive is None and not policy.bounded:
+        raise ConfigError(
+            "prune needs what to delete: --archive FILE (what an export holds), --max-age "
+            "90d, --max-rows N, or --config with a [ledger.retention] table",
+            key="--archive",
+        )
+    ledger = _ledger(args, config)
+    try:
+        done = prune_archived(ledger, args.archive) if args.archive else Pruned()
+        if policy.bounded:
+            more = apply_policy(ledger, policy)
+            done = Pruned(done.pruned + more.pruned, done.kept + more.kept)
+    finally:
+        ledger.close()
+    if args.format == "json":
+        print(json.dumps(asdict(done)))
+    else:
+        print(
+            f"pruned {done.pruned} settled invocation(s) with their events; kept {done.kept} "
+            "that are unsettled or changed since"
+        )
+    return 0
+
+
+def _policy(args: argparse.Namespace, config: GatewayConfig | None) -> RetentionPolicy:
+    """--max-age and --max-rows, each defaulting to the configuration's retention."""
+    policy = config.ledger.retention.policy() if config is not None else RetentionPolicy()
+    max_age = policy.max_age
+    if args.max_age is not None:
+        max_age = parse_duration(args.max_age)
+        if max_age is None:
+            raise ConfigError(
+                f"--max-age {args.max_age!r} is not a duration; write e.g. 90d, 12h or 30m",
+                key="--max-age",
+                value=args.max_age,
+            )
+    max_rows = policy.max_rows if args.max_rows is None else args.max_rows
+    if max_rows is not None and max_rows < 0:
+        raise ConfigError(
+            f"--max-rows {max_rows} must be 0 or more", key="--max-rows", value=max_rows
+        )
+    return RetentionPolicy(max_age=max_age, max_rows=max_rows)

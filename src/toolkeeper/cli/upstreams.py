@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from toolkeeper.cli.escaping import visible
 from toolkeeper.errors import ConfigError, ToolkeeperError
 from toolkeeper.gateway.config.settings import GatewayConfig, load_config
 from toolkeeper.gateway.upstreams.assessment import ToolStatus, UpstreamTool
@@ -87,17 +88,18 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     for tool in tools:
         print(
-            f"{tool.status.value:<10} {tool.server}/{tool.name}  id={tool.contract_id}  "
-            f"{tool.hash[:19]}"
+            f"{tool.status.value:<10} {visible(tool.server)}/{visible(tool.name)}  "
+            f"id={visible(tool.contract_id)}  {tool.hash[:19]}"
         )
         if tool.reason:
-            print(f"    {tool.reason}")
+            print(f"    {visible(tool.reason)}")
         for finding in (f for f in tool.findings if f.message != tool.reason):
             print(
-                f"    ! {finding.severity.value} {finding.code} {finding.path}: {finding.message}"
+                f"    ! {finding.severity.value} {finding.code} {visible(finding.path)}: "
+                f"{visible(finding.message)}"
             )
     for server, error in sorted(errors.items()):
-        print(f"unreachable {server}: {error}")
+        print(f"unreachable {visible(server)}: {visible(error)}")
     print(f"{len(tools)} tool(s), {sum(t.status is ToolStatus.APPROVED for t in tools)} approved")
     return 0
 
@@ -117,7 +119,7 @@ def run_approve(args: argparse.Namespace) -> int:
         )
     pins, by, refused = PinStore.in_home(home), args.by or getpass.getuser(), 0
     for tool in tools:
-        label = f"{tool.server}/{tool.name}"
+        label = visible(f"{tool.server}/{tool.name}")
         forced = tool.status is ToolStatus.BLOCKED and args.force
         if tool.status is ToolStatus.APPROVED:
             print(f"already approved: {label}")
@@ -135,13 +137,13 @@ def run_approve(args: argparse.Namespace) -> int:
         elif tool.status is ToolStatus.BLOCKED:
             refused += 1
             print(
-                f"refused {label}: {tool.reason} (after review, --force --reason '...' "
-                "approves it anyway)"
+                f"refused {label}: {visible(tool.reason)} (after review, --force --reason "
+                "'...' approves it anyway)"
             )
         else:  # a collision, invalid or disabled tool cannot be served whatever is approved
             if not args.all:
                 refused += 1
-            print(f"cannot approve {label}: {tool.status.value}: {tool.reason}")
+            print(f"cannot approve {label}: {tool.status.value}: {visible(tool.reason)}")
     return 1 if refused else 0
 
 
@@ -155,7 +157,10 @@ def run_diff(args: argparse.Namespace) -> int:
             "showing the definition seen last"
         )
     diff = PinStore.in_home(home).diff(args.server, args.tool)
-    print(diff or f"{args.server}/{args.tool}: no change since it was approved")
+    if diff:
+        print("\n".join(visible(line) for line in diff.splitlines()))
+    else:
+        print(f"{visible(args.server)}/{visible(args.tool)}: no change since it was approved")
     return 0
 
 

@@ -9,6 +9,7 @@ authentication and, on a loopback host, DNS-rebinding protection.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import socket
@@ -17,6 +18,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Literal
 
 import anyio
+import anyio.to_thread
 import uvicorn
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.routes import create_protected_resource_routes
@@ -31,10 +33,19 @@ from starlette.types import ASGIApp
 from toolkeeper import __version__
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.auth import PrincipalResolver, StaticTokenVerifier, require_bearer
-from toolkeeper.gateway.config.settings import GatewayConfig, HttpConfig, OAuthConfig, is_loopback
+from toolkeeper.gateway.config.settings import (
+    GatewayConfig,
+    HttpConfig,
+    LedgerConfig,
+    OAuthConfig,
+    is_loopback,
+)
 from toolkeeper.gateway.loader import build_harness, check_reserved_names
 from toolkeeper.gateway.server import GatewayServer
 from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
+from toolkeeper.ledger.retention import apply_policy
+from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.reconciliation import Reconciliation
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +65,7 @@ async def open_gateway(
     """The gateway `config` describes, ready to serve on `transport`; closed on exit (in the
     task that opened it, which the upstream connections require)."""
     principal_of = _principals(config, transport)
-    harness = build_harness(config)
+    harness = build_harness(config, recover=False)
     local_ids = frozenset(contract.id for contract in harness.registry.latest_contracts())
     try:
         async with AsyncExitStack() as stack:
@@ -64,6 +75,11 @@ async def open_gateway(
                 stack.push_async_callback(federation.aclose)
                 _report(federation)
             check_reserved_names(harness)
+            # Before serving: a client retrying after a crash then finds its call settled.
+            await maintain_ledger(harness, config.ledger)
+            background = []
+            if config.ledger.reconcile_interval > 0:
+                background.append(functools.partial(_maintain_every, harness, config.ledger))
             yield GatewayServer(
                 harness,
                 principal_of=principal_of,
@@ -73,9 +89,53 @@ async def open_gateway(
                 stdio_session=transport == "stdio",
                 federation=federation,
                 local_ids=local_ids,
+                background=background,
             )
     finally:
         harness.close()
+
+
+async def maintain_ledger(harness: Harness, settings: LedgerConfig) -> None:
+    """One reconciliation pass, then the retention policy if one is set, each reported in
+    the log. A pass that fails (the database is away) is logged and left to the next: it
+    must never stop the gateway."""
+    try:
+        report = await harness.reconcile()
+    except Exception as exc:
+        logger.error("ledger reconciliation failed; the next pass retries: %s", exc)
+    else:
+        _report_reconciliation(report)
+    policy = settings.retention.policy()
+    if policy.bounded:
+        try:
+            pruned = await anyio.to_thread.run_sync(apply_policy, harness.ledger, policy)
+        except Exception as exc:
+            logger.error("ledger retention failed; the next pass retries: %s", exc)
+        else:
+            if pruned.pruned:
+                logger.warning(
+                    "ledger retention pruned %d settled invocation(s) (%s)", pruned.pruned, policy
+                )
+
+
+async def _maintain_every(harness: Harness, settings: LedgerConfig) -> None:
+    while True:
+        await anyio.sleep(settings.reconcile_interval)
+        await maintain_ledger(harness, settings)
+
+
+_LOGGED_UNSETTLED = 20
+"""Calls still unknown that one pass names in the log; the rest are counted."""
+
+
+def _report_reconciliation(report: Reconciliation) -> None:
+    """Counts at WARNING when a pass found anything (an operator wants to know a crash left
+    work), at INFO otherwise; the first calls left unknown by id and reason."""
+    counts = report.counts()
+    level = logging.WARNING if any(counts[k] for k in counts if k != "running") else logging.INFO
+    logger.log(level, "ledger reconciliation: %s", report.summary())
+    for left in report.unsettled[:_LOGGED_UNSETTLED]:
+        logger.warning("effect still unknown: %s (%s): %a", left.request_id, left.tool, left.reason)
 
 
 def _report(federation: Federation) -> None:

@@ -27,8 +27,9 @@ from toolkeeper.runtime.harness import Harness
 _PATH_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
 
 
-def build_harness(config: GatewayConfig) -> Harness:
-    """The harness the configuration describes: ledger in `home`, policies, local tools."""
+def build_harness(config: GatewayConfig, *, recover: bool = True) -> Harness:
+    """The harness the configuration describes: ledger in `home`, policies, local tools.
+    `recover=False` leaves recovery to the caller's reconciliation pass, which reports it."""
     policy = CedarPolicyEngine(policy_files=[config.resolve(p) for p in config.policies])
     dsn = config.ledger_dsn()
     ledger = None
@@ -36,7 +37,14 @@ def build_harness(config: GatewayConfig) -> Harness:
         from toolkeeper.ledger.postgres import PostgresLedger
 
         ledger = PostgresLedger(dsn)
-    harness = Harness(home=config.home, policy=policy, ledger=ledger)
+    harness = Harness(
+        home=config.home,
+        policy=policy,
+        ledger=ledger,
+        recover=recover,
+        foreign_intent_after=config.ledger.foreign_intent_after,
+        argument_threshold=config.ledger.argument_threshold,
+    )
     try:
         load_tools(harness, config)
     except BaseException:

@@ -22,7 +22,7 @@ import hashlib
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -77,6 +77,12 @@ MAX_CACHED_LISTINGS = 64
 """Serialized listings kept, one per principal view in use (least recently used out)."""
 MAX_TRACKED_SESSIONS = 10_000
 """Handshake-era connections remembered for list-changed pushes (the SDK's session cap)."""
+IDEMPOTENCY_KEY_META = "toolkeeper.dev/idempotency_key"
+"""The ``_meta`` key of ``tools/call`` under which a client names its idempotency key: a
+retry that carries the same key (after a timeout, a lost connection, a gateway restart)
+replays the first call's outcome instead of running again. Without it a keyed tool's key is
+derived, and a 2025 client's derived key changes with its session."""
+MAX_IDEMPOTENCY_KEY = 256
 
 
 class _Server(Server[dict[str, Any]]):
@@ -166,11 +172,14 @@ class GatewayServer:
         stdio_session: bool = False,
         federation: Federation | None = None,
         local_ids: frozenset[str] = frozenset(),
+        background: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
     ) -> None:
         """`federation` serves upstream tools; every registered id outside `local_ids` is one
         of its tools and is listed only while the federation serves it (the registry keeps
-        what it once registered, so a withdrawn approval must be filtered here)."""
+        what it once registered, so a withdrawn approval must be filtered here).
+        `background` tasks (the ledger's reconciliation) run for as long as it serves."""
         self.harness = harness
+        self._background = tuple(background)
         self._principal_of = principal_of
         self._federation = federation
         self._local_ids = local_ids
@@ -287,13 +296,32 @@ class GatewayServer:
         if params.name == RESUME_TOOL:
             envelope = await self._resume(params.arguments, principal)
         else:
+            key = (params.meta or {}).get(IDEMPOTENCY_KEY_META)
+            if key is not None and not (
+                isinstance(key, str) and 0 < len(key) <= MAX_IDEMPOTENCY_KEY
+            ):
+                envelope = refusal(
+                    ErrorCategory.INVALID_ARGUMENT,
+                    f"_meta {IDEMPOTENCY_KEY_META!r} must be a string of 1 to "
+                    f"{MAX_IDEMPOTENCY_KEY} characters",
+                    "Send one key per logical call, the same on every retry of it.",
+                )
+                return call_result(envelope)
             call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex
             arguments = params.arguments if params.arguments is not None else {}
-            proposal = Proposal(call_id, params.name, arguments, family="mcp")
+            proposal = Proposal(call_id, params.name, arguments, family="mcp", idempotency_key=key)
             envelope = await self.harness.invoke(
                 proposal, principal=principal, session=self._session_of(ctx)
             )
-        return call_result(envelope, structured_content=self._full_result(envelope))
+        result = call_result(envelope, structured_content=self._full_result(envelope))
+        if envelope.ok and result.structured_content is None and self._advertises(envelope):
+            # A success without output — a call settled by reconciliation: its effect confirmed
+            # by read-back, its output lost with the process that ran it — cannot meet the
+            # advertised output schema, and a client rejects such a result outright. Answer
+            # it as an error result carrying the envelope, whose status says succeeded.
+            whole = envelope.model_dump(mode="json", exclude_none=True)
+            result = result.model_copy(update={"is_error": True, "structured_content": whole})
+        return result
 
     async def _resume(
         self, arguments: Mapping[str, Any] | None, principal: Principal
@@ -321,18 +349,22 @@ class GatewayServer:
     def _full_result(self, envelope: ResultEnvelope) -> dict[str, Any] | None:
         """The whole stored result of a success whose projection stored it aside, when the
         listing advertises an output schema the preview would not match; else None."""
-        provenance = envelope.provenance
-        if not envelope.ok or not envelope.artifact_refs or provenance is None:
+        if not envelope.ok or not envelope.artifact_refs or not self._advertises(envelope):
             return None
+        return self.harness.artifacts.get_json(envelope.artifact_refs[0])
+
+    def _advertises(self, envelope: ResultEnvelope) -> bool:
+        """Whether the listing shows an output schema for the tool that answered."""
+        provenance = envelope.provenance
+        if provenance is None:
+            return False
         ref = f"{provenance.tool_id}@{provenance.tool_version}"
         advertised = self._output_schemas.get(ref)
         if advertised is None:
             entry = self.harness.registry.get(ref)
             advertised = entry is not None and advertised_output_schema(entry.contract) is not None
             self._output_schemas[ref] = advertised
-        if not advertised:
-            return None
-        return self.harness.artifacts.get_json(envelope.artifact_refs[0])
+        return advertised
 
     # -- identity --------------------------------------------------------------------------
 
@@ -381,6 +413,8 @@ class GatewayServer:
     async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._watch_catalog)
+            for task in self._background:
+                tasks.start_soon(task)
             yield {}
             tasks.cancel_scope.cancel()
 

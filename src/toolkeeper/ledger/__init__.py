@@ -101,6 +101,40 @@ class Ledger(Protocol):
         """Records left in state INTENT."""
         ...
 
+    def scan(
+        self,
+        *,
+        state: RecordState | None = None,
+        effect_state: str | None = None,
+        after: tuple[float, str] | None = None,
+        before: float | None = None,
+        limit: int = 200,
+    ) -> list[InvocationRecord]:
+        """One page of records in (created_at, request_id) order after the key `after`,
+        created before `before`: keyset pagination, one short read per page, so a long
+        scan never holds the ledger between pages."""
+        ...
+
+    def settle(
+        self, was: InvocationRecord, now: InvocationRecord, events: Sequence[LedgerEvent]
+    ) -> bool:
+        """Replace the outcome of `was` by that of `now` if the stored row is still `was`
+        (compare and set); False when it changed meanwhile."""
+        ...
+
+    def events_for(self, request_ids: Sequence[str]) -> dict[str, list[LedgerEvent]]:
+        """The events of several requests, each request's in order."""
+        ...
+
+    def count(self) -> int:
+        """How many invocation rows the ledger holds."""
+        ...
+
+    def prune(self, records: Sequence[InvocationRecord]) -> list[str]:
+        """Delete those of `records` that are settled and unchanged since read, with their
+        events and decided approvals; never an INTENT, pending or effect-unknown row."""
+        ...
+
     def save_approval(self, approval: ApprovalRecord) -> None: ...
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...

@@ -25,7 +25,11 @@ except ImportError as exc:
         name=exc.name or "psycopg",
     ) from exc
 
-_SCHEMA = schema_ddl(real="DOUBLE PRECISION", blob="BYTEA", serial="BIGSERIAL PRIMARY KEY")
+_BYTEWISE = ' COLLATE "C"'
+"""Byte order whatever the database's collation: a prefix is then a range an index serves."""
+_SCHEMA = schema_ddl(
+    real="DOUBLE PRECISION", blob="BYTEA", serial="BIGSERIAL PRIMARY KEY", bytewise=_BYTEWISE
+)
 
 
 def _upsert(table: str, columns: tuple[str, ...], key: str) -> str:
@@ -43,6 +47,7 @@ class PostgresLedger(SQLLedger):
     upsert_invocation = _upsert("invocations", RECORD_COLUMNS, "request_id")
     upsert_approval = _upsert("approvals", APPROVAL_COLUMNS, "approval_id")
     db_errors = (psycopg.Error,)
+    bytewise = _BYTEWISE
 
     def __init__(self, dsn: str, *, schema: str = "toolkeeper", write_behind: bool = True) -> None:
         if not schema.isidentifier():

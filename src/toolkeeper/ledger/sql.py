@@ -68,6 +68,8 @@ _COLUMNS = ", ".join(RECORD_COLUMNS)
 _INSERT_EVENT = "INSERT INTO events (request_id, stage, kind, data, at) VALUES (?, ?, ?, ?, ?)"
 # A key holder whose call ended without an effect does not block a new attempt.
 _RELEASABLE = ("rejected", "failed", "timed_out", "cancelled")
+_SETTLED = f"state = '{RecordState.COMPLETED.value}' AND COALESCE(effect_state, '') <> 'unknown'"
+"""A row nothing will come back for: completed, its effect known. Only these may be pruned."""
 _BATCH_SIZE = 64
 _BATCH_WAIT = 0.25
 _RETRY_FIRST = 0.05
@@ -110,9 +112,21 @@ CREATE TABLE IF NOT EXISTS invocations (
     created_at {real} NOT NULL,
     updated_at {real} NOT NULL
 );
-CREATE INDEX IF NOT EXISTS invocations_state ON invocations (state);
-CREATE INDEX IF NOT EXISTS invocations_created ON invocations (created_at);
 CREATE INDEX IF NOT EXISTS invocations_parent ON invocations (parent_request_id);
+DROP INDEX IF EXISTS invocations_state;
+DROP INDEX IF EXISTS invocations_created;
+CREATE INDEX IF NOT EXISTS invocations_created_id ON invocations (created_at, request_id);
+CREATE INDEX IF NOT EXISTS invocations_state_created
+    ON invocations (state, created_at, request_id);
+CREATE INDEX IF NOT EXISTS invocations_effect_created
+    ON invocations (effect_state, created_at, request_id);
+CREATE INDEX IF NOT EXISTS invocations_status_created
+    ON invocations (status, created_at, request_id);
+CREATE INDEX IF NOT EXISTS invocations_principal_created
+    ON invocations (principal_id, created_at, request_id);
+CREATE INDEX IF NOT EXISTS invocations_tool_created ON invocations (tool, created_at, request_id);
+CREATE INDEX IF NOT EXISTS invocations_contract_created
+    ON invocations (contract_ref{bytewise}, created_at, request_id);
 CREATE TABLE IF NOT EXISTS events (
     seq {serial},
     request_id TEXT NOT NULL,
@@ -134,9 +148,14 @@ CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status);
 """
 
 
-def schema_ddl(*, real: str, blob: str, serial: str) -> str:
-    """The tables every backend creates, in its own names for float, bytes and sequence."""
-    return _DDL.format(real=real, blob=blob, serial=serial)
+def schema_ddl(*, real: str, blob: str, serial: str, bytewise: str) -> str:
+    """The tables every backend creates, in its own names for float, bytes and sequence, and
+    with `bytewise` (a COLLATE clause, or nothing where byte order is the default) on the
+    column a prefix filter ranges over. One index per filter `toolkeeper ledger list` offers,
+    each ending in the (created_at, request_id) order the listing and the keyset scans use;
+    the single-column indexes of earlier versions are dropped as their composites replace
+    them."""
+    return _DDL.format(real=real, blob=blob, serial=serial, bytewise=bytewise)
 
 
 # One encoder for every row, and its C core called directly: `JSONEncoder.encode` sets up
@@ -236,6 +255,8 @@ class SQLLedger:
     upsert_invocation: ClassVar[str]
     upsert_approval: ClassVar[str]
     db_errors: ClassVar[tuple[type[Exception], ...]]
+    bytewise: ClassVar[str]
+    """The COLLATE clause that makes a text comparison bytewise ("" where it is already)."""
     location: str
 
     def __init__(self, conn: Any, *, write_behind: bool) -> None:
@@ -469,14 +490,166 @@ class SQLLedger:
         effect_state: str | None = None,
         limit: int = 100,
     ) -> list[InvocationRecord]:
-        clauses, params = _filters(status, tool, principal, since, effect_state)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = self._read(
-            f"SELECT {_COLUMNS} FROM invocations {where} "
-            "ORDER BY created_at DESC, request_id DESC LIMIT ?",
-            (*params, limit),
+        statement, params = self.query_statement(
+            status=status,
+            tool=tool,
+            principal=principal,
+            since=since,
+            effect_state=effect_state,
+            limit=limit,
         )
-        return [record_from(r) for r in rows]
+        return [record_from(r) for r in self._read(statement, params)]
+
+    def query_statement(
+        self,
+        *,
+        status: str | None = None,
+        tool: str | None = None,
+        principal: str | None = None,
+        since: float | None = None,
+        effect_state: str | None = None,
+        limit: int = 100,
+    ) -> tuple[str, list[Any]]:
+        """The SELECT `query` runs, with its parameters (each filter has an index; tests
+        hold the plan to that)."""
+        clauses, params = _filters(status, tool, principal, since, effect_state, self.bytewise)
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        statement = (
+            f"SELECT {_COLUMNS} FROM invocations {where}"
+            "ORDER BY created_at DESC, request_id DESC LIMIT ?"
+        )
+        return statement, [*params, limit]
+
+    def scan(
+        self,
+        *,
+        state: RecordState | None = None,
+        effect_state: str | None = None,
+        after: tuple[float, str] | None = None,
+        before: float | None = None,
+        limit: int = 200,
+    ) -> list[InvocationRecord]:
+        """One page of records in (created_at, request_id) order: those after the key
+        `after` (the last page's last record), created before `before`, at most `limit`.
+
+        Keyset pagination over an index: a scan of any length costs one short read per
+        page, and between pages the connection is free, so the process's own writes (and
+        every other writer) interleave with a reconciliation or an export."""
+        statement, params = self.scan_statement(
+            state=state, effect_state=effect_state, after=after, before=before, limit=limit
+        )
+        return [record_from(r) for r in self._read(statement, params)]
+
+    def scan_statement(
+        self,
+        *,
+        state: RecordState | None = None,
+        effect_state: str | None = None,
+        after: tuple[float, str] | None = None,
+        before: float | None = None,
+        limit: int = 200,
+    ) -> tuple[str, list[Any]]:
+        """The SELECT one `scan` page runs, with its parameters."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if state is not None:
+            clauses.append("state = ?")
+            params.append(state.value)
+        if effect_state is not None:
+            clauses.append("effect_state = ?")
+            params.append(effect_state)
+        if after is not None:
+            clauses.append("(created_at, request_id) > (?, ?)")
+            params.extend(after)
+        if before is not None:
+            clauses.append("created_at < ?")
+            params.append(before)
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        statement = (
+            f"SELECT {_COLUMNS} FROM invocations {where}ORDER BY created_at, request_id LIMIT ?"
+        )
+        return statement, [*params, limit]
+
+    def settle(
+        self, was: InvocationRecord, now: InvocationRecord, events: Sequence[LedgerEvent]
+    ) -> bool:
+        """Replace the outcome of `was` (state, status, effect state, envelope) by that of
+        `now` and append `events`, only if the stored row is still `was` — compare and set
+        on its state and `updated_at`. False when the row changed meanwhile: another
+        reconciler settled it, or the call's own process finished it. Two reconcilers (a
+        gateway and `toolkeeper ledger reconcile`, or two replicas) never overwrite each
+        other, and the idempotency key is never touched, so a stale copy cannot take a key
+        back from the request that holds it now."""
+        self.flush()
+        with self._transaction() as cur:
+            changed = cur.execute(
+                "UPDATE invocations SET state = ?, status = ?, effect_state = ?, envelope = ?, "
+                "updated_at = ? WHERE request_id = ? AND state = ? AND updated_at = ? "
+                "RETURNING request_id",
+                (
+                    now.state.value,
+                    now.status,
+                    now.effect_state,
+                    _dumps(now.envelope),
+                    now.updated_at,
+                    was.request_id,
+                    was.state.value,
+                    was.updated_at,
+                ),
+            ).fetchone()
+            if changed is None:
+                return False
+            cur.executemany(_INSERT_EVENT, event_rows(events))
+        return True
+
+    def events_for(self, request_ids: Sequence[str]) -> dict[str, list[LedgerEvent]]:
+        """The events of several requests in one read, each request's in order."""
+        found: dict[str, list[LedgerEvent]] = {request_id: [] for request_id in request_ids}
+        if not request_ids:
+            return found
+        marks = ", ".join("?" for _ in request_ids)
+        rows = self._read(
+            "SELECT request_id, stage, kind, data, at FROM events "
+            f"WHERE request_id IN ({marks}) ORDER BY seq",
+            list(request_ids),
+        )
+        for r in rows:
+            found[r["request_id"]].append(
+                LedgerEvent(r["request_id"], r["stage"], r["kind"], json.loads(r["data"]), r["at"])
+            )
+        return found
+
+    def count(self) -> int:
+        """How many invocation rows the ledger holds."""
+        return int(self._read("SELECT COUNT(*) AS n FROM invocations")[0]["n"])
+
+    def prune(self, records: Sequence[InvocationRecord]) -> list[str]:
+        """Delete each of `records` that is settled and unchanged since it was read (its
+        `updated_at` is the one given), with its events and its decided approval; return
+        the request ids deleted. A row in state INTENT or PENDING_APPROVAL, or whose effect
+        is still unknown, is never deleted, whatever the caller passes: those are the rows
+        recovery, reconciliation and resume still need. One transaction for the batch."""
+        pruned: list[str] = []
+        with self._transaction() as cur:
+            for record in records:
+                gone = cur.execute(
+                    f"DELETE FROM invocations WHERE request_id = ? AND updated_at = ? AND "
+                    f"{_SETTLED} RETURNING request_id",
+                    (record.request_id, record.updated_at),
+                ).fetchone()
+                if gone is None:
+                    continue
+                pruned.append(record.request_id)
+                cur.execute("DELETE FROM events WHERE request_id = ?", (record.request_id,))
+                cur.execute(
+                    "DELETE FROM approvals WHERE request_id = ? AND status IN (?, ?)",
+                    (
+                        record.request_id,
+                        ApprovalStatus.CONSUMED.value,
+                        ApprovalStatus.DENIED.value,
+                    ),
+                )
+        return pruned
 
     def in_flight(self) -> list[InvocationRecord]:
         rows = self._read(
@@ -705,6 +878,7 @@ def _filters(
     principal: str | None,
     since: float | None,
     effect_state: str | None,
+    bytewise: str,
 ) -> tuple[list[str], list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
@@ -717,8 +891,12 @@ def _filters(
             clauses.append(f"{column} = ?")
             params.append(value)
     if tool is not None:
-        clauses.append("(tool = ? OR contract_ref = ? OR contract_ref LIKE ?)")
-        params.extend([tool, tool, f"{tool}@%"])
+        # `id` matches every version: the range of refs starting with "id@" ("@" + 1 is
+        # "A"), bytewise, which an index serves (LIKE would not, and treats % and _ in
+        # the name as wildcards).
+        ref = f"contract_ref{bytewise}"
+        clauses.append(f"(tool = ? OR {ref} = ? OR ({ref} >= ? AND {ref} < ?))")
+        params.extend([tool, tool, f"{tool}@", f"{tool}A"])
     if since is not None:
         clauses.append("created_at >= ?")
         params.append(since)

@@ -23,7 +23,11 @@ from toolkeeper.ledger.sql import (
     schema_ddl,
 )
 
-_SCHEMA = schema_ddl(real="REAL", blob="BLOB", serial="INTEGER PRIMARY KEY AUTOINCREMENT")
+_BYTEWISE = ""
+"""SQLite compares text bytewise (BINARY) unless told otherwise."""
+_SCHEMA = schema_ddl(
+    real="REAL", blob="BLOB", serial="INTEGER PRIMARY KEY AUTOINCREMENT", bytewise=_BYTEWISE
+)
 _EVENTS_PER_STATEMENT = 200
 """Event rows per INSERT the writer runs. sqlite3 releases the GIL around every statement
 step, so `executemany` would make the writer thread wait for the GIL once per row while the
@@ -42,6 +46,7 @@ class SQLiteLedger(SQLLedger):
     upsert_invocation = _insert_or_replace("invocations", RECORD_COLUMNS)
     upsert_approval = _insert_or_replace("approvals", APPROVAL_COLUMNS)
     db_errors = (sqlite3.Error,)
+    bytewise = _BYTEWISE
 
     def __init__(self, path: str | Path, *, write_behind: bool = True) -> None:
         self.path = Path(path)

@@ -53,6 +53,9 @@ class Services:
     """Seconds a derived idempotency key keeps a settled outcome; None: for good."""
     resume_wait: float
     """Seconds a resume waits for the outcome of a call another resume took up."""
+    argument_threshold: int
+    """Canonical-JSON bytes of recorded arguments above which the ledger row holds a
+    reference to an artifact instead."""
 
 
 @dataclass(slots=True)
@@ -127,6 +130,7 @@ class Call:
     arguments: dict[str, Any] | None = None  # validate
     request: InvocationRequest | None = None  # normalize (approve adds the grant id)
     recorded_arguments: Any = None  # normalize: redacted, classified fields masked
+    row_arguments: Any = None  # normalize: recorded_arguments, or their artifact reference
     decision: PolicyDecision | None = None  # authorize
     grant: Grant | None = None  # approve
     secrets: ResolvedSecrets | None = None  # bind_credentials

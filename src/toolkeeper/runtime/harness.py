@@ -33,20 +33,16 @@ from toolkeeper.ledger import (
 )
 from toolkeeper.ledger.sqlite import SQLiteLedger
 from toolkeeper.policy import CedarPolicyEngine, PolicyEngine
-from toolkeeper.runtime import pipeline, stages
+from toolkeeper.runtime import pipeline, reconciliation, stages
 from toolkeeper.runtime.approvals import Approvals
 from toolkeeper.runtime.call import Call, Services, Trail
-from toolkeeper.runtime.context import ToolContext
 from toolkeeper.runtime.envelope import (
-    EffectState,
-    ErrorCategory,
     ResultEnvelope,
-    Status,
-    ToolError,
 )
 from toolkeeper.runtime.grants import GrantAuthority
 from toolkeeper.runtime.invocation import Principal, Proposal, new_request_id
-from toolkeeper.runtime.recording import base_record, envelope_for_record, recover
+from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER, Reconciliation, recover
+from toolkeeper.runtime.recording import base_record
 from toolkeeper.runtime.registry import (
     Registry,
     ResourceVersionReader,
@@ -64,6 +60,9 @@ DERIVED_KEY_TTL = 24 * 3600.0
 day replays, the same call next month runs again."""
 RESUME_WAIT = 30.0
 """Default seconds a resume waits for the outcome of a call another resume is running."""
+ARGUMENT_THRESHOLD = 64 * 1024
+"""Default canonical-JSON bytes of recorded arguments above which the row references an
+artifact instead of holding them."""
 
 
 class Harness:
@@ -86,6 +85,8 @@ class Harness:
         hook_timeout: float = HOOK_TIMEOUT,
         derived_key_ttl: float | None = DERIVED_KEY_TTL,
         resume_wait: float = RESUME_WAIT,
+        foreign_intent_after: float = FOREIGN_INTENT_AFTER,
+        argument_threshold: int = ARGUMENT_THRESHOLD,
     ) -> None:
         """`derived_key_ttl`: seconds a derived idempotency key (a keyed call without a
         caller's key) keeps a settled outcome, None for good; a caller's own key keeps it for
@@ -105,6 +106,12 @@ class Harness:
         self.hook_timeout = hook_timeout
         self.derived_key_ttl = derived_key_ttl
         self.resume_wait = resume_wait
+        self.foreign_intent_after = foreign_intent_after
+        """Seconds after which an intent another host wrote counts as abandoned (its process
+        cannot be asked); until then recovery leaves it alone."""
+        self.argument_threshold = argument_threshold
+        """Canonical-JSON bytes over which a call's recorded arguments are stored as an
+        artifact, the ledger row keeping its reference and digest."""
         self._recover = recover
         self._services: Services | None = None
         self._opening = threading.Lock()
@@ -143,9 +150,10 @@ class Harness:
                     hook_timeout=self.hook_timeout,
                     derived_key_ttl=self.derived_key_ttl,
                     resume_wait=self.resume_wait,
+                    argument_threshold=self.argument_threshold,
                 )
                 if self._recover:
-                    recover(ledger)
+                    recover(ledger, foreign_after=self.foreign_intent_after)
         return self
 
     def _opened(self) -> Services:
@@ -371,65 +379,27 @@ class Harness:
     # -- recovery ----------------------------------------------------------------------
 
     def recover(self) -> list[InvocationRecord]:
-        """Turn calls left between intent and completion by a dead process into
+        """Turn calls left between intent and completion by a gone process into
         `effect_unknown` records: never lost, never silently retried."""
-        return recover(self._opened().ledger)
+        services = self._opened()
+        return recover(services.ledger, foreign_after=self.foreign_intent_after)[0]
 
-    async def reconcile(self) -> list[InvocationRecord]:
-        """Read back every call whose effect is unknown and settle what the read-back can
-        tell: succeeded (committed) or failed (not committed). The rest stay unknown."""
+    async def reconcile(self, *, foreign_intent_after: float | None = None) -> Reconciliation:
+        """One reconciliation pass: recover what gone processes left in flight, then read
+        back every call whose effect is unknown and settle what the read-back can tell —
+        succeeded (committed) or failed (not committed). The rest stay unknown and are
+        reported. Paged through the ledger's indexes; it never holds the ledger for a scan.
+        `foreign_intent_after` overrides the harness's setting for this pass."""
         services = await self._opened_async()
-        unknown = await stages.offload(
-            lambda: services.ledger.query(effect_state=EffectState.UNKNOWN.value, limit=100_000)
-        )
-        settled = []
-        for record in unknown:
-            entry = self.registry.get(record.contract_ref or "")
-            if entry is None or entry.verifier is None or record.state is RecordState.INTENT:
-                continue
-            context = ToolContext(
-                request_id=record.request_id,
-                call_id=record.call_id,
-                contract_ref=entry.contract.ref,
-                principal=Principal(record.principal_id, record.tenant),
-                session=record.session,
-                idempotency_key=record.idempotency_key,
-            )
-            trail = Trail(record.request_id)
-            timeout = entry.contract.timeout or services.hook_timeout
-            verified = await stages.read_back(
-                services, entry, record.arguments or {}, context, timeout
-            )
-            trail.add("check", "read_back", verified=verified)
-            if verified is None:
-                await stages.offload(services.ledger.append, trail.drain())
-                continue
-            status = Status.SUCCEEDED if verified else Status.FAILED
-            error = None
-            if not verified:
-                error = ToolError(
-                    category=ErrorCategory.INTERNAL,
-                    message="reconciliation: the read-back shows the effect did not happen",
-                    suggested_fix="The call may be proposed again.",
-                    effect_committed=False,
-                )
-            state = EffectState.COMMITTED if verified else EffectState.NOT_COMMITTED
-            envelope = envelope_for_record(record, status, error, state)
-            trail.add("reconcile", status.value, effect_state=state.value)
-            done = replace(
-                record,
-                status=status.value,
-                effect_state=state.value,
-                envelope=envelope.model_dump(mode="json"),
-                updated_at=time.time(),
-            )
-            await stages.offload(services.ledger.complete, done, trail.drain())
-            settled.append(done)
-        return settled
+        after = self.foreign_intent_after if foreign_intent_after is None else foreign_intent_after
+        return await reconciliation.reconcile(services, foreign_after=after)
 
-    def reconcile_sync(self) -> list[InvocationRecord]:
+    def reconcile_sync(self, *, foreign_intent_after: float | None = None) -> Reconciliation:
+        """`reconcile` for code without an event loop."""
         _refuse_inside_loop("reconcile_sync", "await harness.reconcile()")
-        return anyio.run(self.reconcile)
+        return anyio.run(
+            functools.partial(self.reconcile, foreign_intent_after=foreign_intent_after)
+        )
 
 
 def _refuse_inside_loop(name: str, instead: str) -> None:

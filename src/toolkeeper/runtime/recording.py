@@ -1,6 +1,6 @@
 """The parts of a ledger row and an envelope that every outcome shares (provenance,
-execution meta, the row a call starts as), and recovery: what a process that died between
-intent and completion leaves behind becomes an `effect_unknown` record, never a lost one.
+execution meta, the row a call starts as, the envelope of a row settled after the fact).
+Settling what a dead process left is `toolkeeper.runtime.reconciliation`.
 """
 
 from __future__ import annotations
@@ -8,13 +8,11 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import replace
 
 from toolkeeper.contract.model import ToolContract
-from toolkeeper.ledger import InvocationRecord, Ledger, LedgerEvent, RecordState
+from toolkeeper.ledger import InvocationRecord, RecordState
 from toolkeeper.runtime.envelope import (
     EffectState,
-    ErrorCategory,
     ExecutionMeta,
     Provenance,
     ResultEnvelope,
@@ -25,50 +23,10 @@ from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal
 from toolkeeper.runtime.registry import ToolEntry
 
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
-
-
-def recover(ledger: Ledger) -> list[InvocationRecord]:
-    """Turn calls left between intent and completion by a dead process into
-    `effect_unknown` records: never lost, never silently retried."""
-    recovered = []
-    for record in ledger.in_flight():
-        if owner_alive(record.owner):
-            continue
-        error = ToolError(
-            category=ErrorCategory.EFFECT_UNKNOWN,
-            message="the process running this call stopped before it finished",
-            suggested_fix="Do not repeat the call; reconciliation will resolve it.",
-            effect_committed=None,
-        )
-        envelope = envelope_for_record(record, Status.EFFECT_UNKNOWN, error)
-        done = replace(
-            record,
-            state=RecordState.COMPLETED,
-            status=Status.EFFECT_UNKNOWN.value,
-            effect_state=EffectState.UNKNOWN.value,
-            envelope=envelope.model_dump(mode="json"),
-            updated_at=time.time(),
-        )
-        event = LedgerEvent(record.request_id, "recover", "effect_unknown", {"owner": record.owner})
-        ledger.complete(done, [event])
-        recovered.append(done)
-    return recovered
-
-
-def owner_alive(owner: str | None) -> bool:
-    """Whether the process that wrote an intent still runs (same host only)."""
-    if not owner or owner == OWNER:
-        return False
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+"""host:pid written on each intent this process records."""
+STARTED = time.time()
+"""When this process began: an intent under its OWNER but older is an earlier process's
+(same host and pid, as a container's pid 1 always is)."""
 
 
 def base_record(
@@ -143,7 +101,10 @@ def envelope_for_record(
     return ResultEnvelope(
         status=status,
         error=error,
-        summary=error.message if error else f"{tool_id} succeeded (confirmed by read-back)",
+        summary=error.message
+        if error
+        else f"{tool_id} succeeded (confirmed by read-back)"
+        + ("" if previous and previous.structured_content else "; its output was not recorded"),
         structured_content=previous.structured_content if previous else None,
         provenance=Provenance(
             tool_id=tool_id,

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from toolkeeper.artifacts.store import project_result
+from toolkeeper.artifacts.store import aside_value, project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
 from toolkeeper.executors import ToolFailure
 from toolkeeper.executors.inprocess import call_in_thread
@@ -304,6 +304,7 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
     call.recorded_arguments = services.redactor.redact(
         redact_classified(arguments, contract, contract.data_classification.inputs)
     )
+    call.row_arguments = await _row_arguments(services, call.recorded_arguments)
     if call.entry.resource_version is not None:
         versions = await _read_versions(services, call)
         if isinstance(versions, Stop):
@@ -311,6 +312,23 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
         call.request = replace(request, resource_versions=versions)
     call.trail.add("normalize", "normalized", arguments_digest=digest)
     return call
+
+
+async def _row_arguments(services: Services, recorded: Any) -> Any:
+    """The arguments as the ledger row holds them: inline, or — over the threshold — stored
+    as an artifact like a large result, the row keeping its reference and digest, so one
+    large call never makes a multi-megabyte row (nor one in every export)."""
+    text = canonical_json(recorded)
+    # For ASCII text (nearly always) the length is the byte count; encode only otherwise.
+    blob = None if text.isascii() else text.encode()
+    if (len(text) if blob is None else len(blob)) <= services.argument_threshold:
+        return recorded
+    ref = await offload(
+        functools.partial(
+            services.artifacts.put, blob or text.encode(), description="recorded call arguments"
+        )
+    )
+    return aside_value(ref)
 
 
 async def _read_versions(services: Services, call: Call) -> dict[str, str] | Stop:
@@ -1064,7 +1082,7 @@ def row(call: Call, state: RecordState, **fields: Any) -> InvocationRecord:
         fields.setdefault("contract_ref", entry.contract.ref)
         fields.setdefault("implementation_digest", entry.digest)
     if request is not None:
-        fields.setdefault("arguments", call.recorded_arguments)
+        fields.setdefault("arguments", call.row_arguments)
         fields.setdefault("arguments_digest", request.arguments_digest)
         if call.holds_key:
             fields.setdefault("idempotency_key", request.idempotency_key)

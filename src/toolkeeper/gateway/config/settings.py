@@ -21,6 +21,15 @@ except `home`: the ledger lives where you run toolkeeper, as with every ``--home
     host = "127.0.0.1"
     port = 8765
 
+    [ledger]                             # optional; these are the defaults
+    reconcile_interval = 300             # seconds between reconciliation passes (0: at start only)
+    foreign_intent_after = 3600          # an intent another host wrote is abandoned after this
+    argument_threshold = 65536           # recorded arguments above this many bytes: an artifact
+
+    [ledger.retention]                   # optional: prune settled rows (none by default)
+    max_age = "90d"
+    max_rows = 5000000
+
     [mcpServers.search]                  # or mcpServers = "servers.json"; or [upstreams.search]
     command = "python"
     args = ["search_server.py"]
@@ -51,7 +60,10 @@ from pydantic import (
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.config.errors import config_error
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
+from toolkeeper.ledger.retention import RetentionPolicy, parse_duration
+from toolkeeper.runtime.harness import ARGUMENT_THRESHOLD
 from toolkeeper.runtime.invocation import Principal
+from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER
 
 
 class _Strict(BaseModel):
@@ -159,6 +171,50 @@ class HttpConfig(_Strict):
         return self
 
 
+class RetentionConfig(_Strict):
+    """Which settled rows the gateway prunes on its reconciliation interval. Rows in flight,
+    with an unknown effect or waiting for approval are never pruned."""
+
+    max_age: str | None = Field(
+        default=None, description="Prune settled rows older than this: '90d', '12h'."
+    )
+    max_rows: int | None = Field(default=None, ge=0, description="Keep at most this many rows.")
+
+    @field_validator("max_age")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None and parse_duration(value) is None:
+            raise ValueError(f"{value!r} is not a duration; write e.g. '90d', '12h' or '30m'")
+        return value
+
+    def policy(self) -> RetentionPolicy:
+        return RetentionPolicy(
+            max_age=parse_duration(self.max_age) if self.max_age is not None else None,
+            max_rows=self.max_rows,
+        )
+
+
+class LedgerConfig(_Strict):
+    """Reconciliation, retention and row size of the gateway's ledger."""
+
+    reconcile_interval: float = Field(
+        default=300.0,
+        ge=0,
+        description="Seconds between reconciliation (and retention) passes; 0: at start only.",
+    )
+    foreign_intent_after: float = Field(
+        default=FOREIGN_INTENT_AFTER,
+        ge=0,
+        description="Seconds after which an intent another host wrote counts as abandoned.",
+    )
+    argument_threshold: int = Field(
+        default=ARGUMENT_THRESHOLD,
+        ge=0,
+        description="Recorded arguments above this many bytes are stored as an artifact.",
+    )
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -182,6 +238,7 @@ class GatewayConfig(_Strict):
     stdio_principal: str | None = None
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     base_dir: Path = Field(default=Path("."), exclude=True)
     """The configuration file's directory, which relative `tools` and `policies` live in."""
 
