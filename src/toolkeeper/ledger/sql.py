@@ -751,17 +751,7 @@ def _write_behind(queue: _WriteQueue) -> None:
             queue.attempts += 1
             attempt = queue.attempts
         settlement = ledger._write_split(batch)
-        with queue.cond:
-            queue.settle(len(batch), settlement)
-            queue.error = settlement.error
-            if settlement.error is None:
-                queue.due = time.monotonic() + _BATCH_WAIT
-            else:
-                queue.failed = attempt
-                queue.due = time.monotonic() + retry
-            if not queue.waiting():
-                queue.owner = None  # nothing left to lose: the ledger may be collected
-            queue.cond.notify_all()
+        # Logged before the queue is settled: whoever a flush releases finds the log written.
         if settlement.refused:
             ids = ", ".join(str(entry[0][0]) for entry, _ in settlement.refused[:5])
             logger.error(
@@ -774,6 +764,7 @@ def _write_behind(queue: _WriteQueue) -> None:
                 _REFUSED_RETRY,
                 settlement.refused[0][1],
             )
+        pause = retry
         if settlement.error is not None:
             failures += 1
             if failures == 1 or time.monotonic() - warned >= 60.0:
@@ -782,7 +773,7 @@ def _write_behind(queue: _WriteQueue) -> None:
                     "%d deferred ledger record(s) not written to %s, retrying in %.2f s: %s",
                     len(settlement.left),
                     ledger.location,
-                    retry,
+                    pause,
                     settlement.error,
                 )
             retry = min(retry * 2, _RETRY_MAX)
@@ -795,6 +786,17 @@ def _write_behind(queue: _WriteQueue) -> None:
                 failures,
             )
             retry, failures = _RETRY_FIRST, 0
+        with queue.cond:
+            queue.settle(len(batch), settlement)
+            queue.error = settlement.error
+            if settlement.error is None:
+                queue.due = time.monotonic() + _BATCH_WAIT
+            else:
+                queue.failed = attempt
+                queue.due = time.monotonic() + pause
+            if not queue.waiting():
+                queue.owner = None  # nothing left to lose: the ledger may be collected
+            queue.cond.notify_all()
         del ledger  # the last reference may be this one; then the finalizer stops the loop
 
 
