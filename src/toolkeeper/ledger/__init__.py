@@ -55,7 +55,8 @@ class Ledger(Protocol):
 
     def flush(self) -> None:
         """Return once every record deferred before this call is written; raise `LedgerError`
-        if they cannot be written now (they stay queued and are retried)."""
+        if they cannot be written now (they stay queued and are retried). A record the
+        database refuses on its own is set aside, logged and retried; it holds up no flush."""
         ...
 
     def append(self, events: Sequence[LedgerEvent]) -> None: ...

@@ -105,6 +105,8 @@ class PostgresLedger(SQLLedger):
         conn = self._conn
         if not conn.closed:
             return conn
+        if self._queue.stopped:
+            raise LedgerError(f"the ledger at {self.location} is closed", transient=False)
         now = time.monotonic()
         if now < self._reconnect_at:
             self._refusing = True
