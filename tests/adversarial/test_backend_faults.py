@@ -252,6 +252,7 @@ def proxied() -> Iterator[tuple[Proxy, Callable[[], SQLLedger]]]:
             proxy.close()
 
 
+@pytest.mark.invariant("INV-7")
 def test_while_postgres_is_unreachable_writes_answer_unavailable_and_reads_queue(
     proxied: tuple[Proxy, Callable[[], SQLLedger]],
     tmp_path: Path,
@@ -347,6 +348,7 @@ def sqlite_ledger(tmp_path: Path) -> SQLiteLedger:
     return SQLiteLedger(tmp_path / "ledger.db")
 
 
+@pytest.mark.invariant("INV-7")
 def test_a_full_disk_answers_unavailable_before_the_effect(
     sqlite_ledger: SQLiteLedger, tmp_path: Path
 ) -> None:
@@ -369,6 +371,7 @@ def test_a_full_disk_answers_unavailable_before_the_effect(
     harness.close()
 
 
+@pytest.mark.invariant("INV-7")
 def test_a_full_disk_after_the_effect_answers_the_outcome_and_writes_it_later(
     sqlite_ledger: SQLiteLedger, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -473,6 +476,7 @@ def category(result: Any) -> str:
     return str(result.structured_content["error"]["category"])
 
 
+@pytest.mark.invariant("INV-7")
 @pytest.mark.anyio
 async def test_gateway_answers_a_full_disk_with_tool_errors(
     sqlite_ledger: SQLiteLedger, tmp_path: Path
@@ -500,6 +504,7 @@ async def test_gateway_answers_a_full_disk_with_tool_errors(
     harness.close()
 
 
+@pytest.mark.invariant("INV-7")
 @pytest.mark.anyio
 async def test_gateway_answers_a_lost_database_with_tool_errors(
     proxied: tuple[Proxy, Callable[[], SQLLedger]], tmp_path: Path

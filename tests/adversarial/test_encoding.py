@@ -81,6 +81,7 @@ def odd_record(field: str, text: str, tag: str) -> tuple[InvocationRecord, list[
     return record, events
 
 
+@pytest.mark.invariant("INV-7")
 @settings(
     max_examples=60,
     deadline=None,
@@ -227,6 +228,7 @@ def test_run_tool_calls_answers_every_call_and_records_each(
 # -- the gateway ------------------------------------------------------------------------
 
 
+@pytest.mark.invariant("INV-7")
 @pytest.mark.anyio
 async def test_gateway_answers_odd_names_and_arguments_as_tool_errors(
     ledger: SQLLedger, tmp_path: Path

@@ -811,6 +811,12 @@ def _flush_at_exit() -> None:
             ledger.flush()
         except LedgerError as exc:
             logger.error("%s", exc)
+        if ledger._queue.refused:
+            logger.error(
+                "%d record(s) refused by %s on their own are lost at exit",
+                len(ledger._queue.refused),
+                ledger.location,
+            )
 
 
 def _filters(
