@@ -74,7 +74,15 @@ class PolicyError(ToolkeeperError):
 
 
 class LedgerError(ToolkeeperError):
-    """Raised when the ledger cannot be opened, migrated or written."""
+    """Raised when the ledger cannot be opened, migrated, read or written.
+
+    `transient` is true when the database refuses work for now whatever the rows (the
+    connection is lost, the disk is full, the file is locked), so a retry may succeed; false
+    when it refused these rows (a constraint, a value it cannot store)."""
+
+    def __init__(self, message: str, *, transient: bool = True):
+        super().__init__(message)
+        self.transient = transient
 
 
 class ApprovalError(ToolkeeperError):

@@ -28,6 +28,8 @@ META_PREFIX = CALL_ID_META.rsplit("/", 1)[0] + "/"
 """The ``_meta`` key prefix for ledger ids, shared with the MCP adapter (``toolkeeper.dev/``)."""
 REQUEST_ID_META = META_PREFIX + "request_id"
 APPROVAL_ID_META = META_PREFIX + "approval_id"
+RECORD_PENDING_META = META_PREFIX + "record_pending"
+"""Set (true) when the call's ledger record is queued because the ledger refuses writes."""
 
 _RESUME_DEFINITION: dict[str, Any] = {
     "name": RESUME_TOOL,
@@ -109,7 +111,9 @@ def _ledger_ids(envelope: ResultEnvelope) -> dict[str, Any] | None:
     meta = envelope.execution_meta
     if meta is None:
         return None
-    ids = {REQUEST_ID_META: meta.request_id, CALL_ID_META: meta.call_id}
+    ids: dict[str, Any] = {REQUEST_ID_META: meta.request_id, CALL_ID_META: meta.call_id}
     if meta.approval_id:
         ids[APPROVAL_ID_META] = meta.approval_id
+    if meta.record_pending:
+        ids[RECORD_PENDING_META] = True
     return ids

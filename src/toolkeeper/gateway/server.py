@@ -46,7 +46,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.contract.model import ToolContract
-from toolkeeper.errors import ApprovalError
+from toolkeeper.errors import ApprovalError, LedgerError
 from toolkeeper.gateway.results import (
     RESUME_TOOL,
     advertised_output_schema,
@@ -54,7 +54,7 @@ from toolkeeper.gateway.results import (
     refusal,
     tool_listing,
 )
-from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope
+from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope, Status, ToolError
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.invocation import Principal, Proposal
 
@@ -293,26 +293,41 @@ class GatewayServer:
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult:
         principal = self._principal(ctx)
-        if params.name == RESUME_TOOL:
-            envelope = await self._resume(params.arguments, principal)
-        else:
-            key = (params.meta or {}).get(IDEMPOTENCY_KEY_META)
-            if key is not None and not (
-                isinstance(key, str) and 0 < len(key) <= MAX_IDEMPOTENCY_KEY
-            ):
-                envelope = refusal(
-                    ErrorCategory.INVALID_ARGUMENT,
-                    f"_meta {IDEMPOTENCY_KEY_META!r} must be a string of 1 to "
-                    f"{MAX_IDEMPOTENCY_KEY} characters",
-                    "Send one key per logical call, the same on every retry of it.",
+        try:
+            if params.name == RESUME_TOOL:
+                envelope = await self._resume(params.arguments, principal)
+            else:
+                key = (params.meta or {}).get(IDEMPOTENCY_KEY_META)
+                if key is not None and not (
+                    isinstance(key, str) and 0 < len(key) <= MAX_IDEMPOTENCY_KEY
+                ):
+                    envelope = refusal(
+                        ErrorCategory.INVALID_ARGUMENT,
+                        f"_meta {IDEMPOTENCY_KEY_META!r} must be a string of 1 to "
+                        f"{MAX_IDEMPOTENCY_KEY} characters",
+                        "Send one key per logical call, the same on every retry of it.",
+                    )
+                    return call_result(envelope)
+                call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex
+                arguments = params.arguments if params.arguments is not None else {}
+                proposal = Proposal(
+                    call_id, params.name, arguments, family="mcp", idempotency_key=key
                 )
-                return call_result(envelope)
-            call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex
-            arguments = params.arguments if params.arguments is not None else {}
-            proposal = Proposal(call_id, params.name, arguments, family="mcp", idempotency_key=key)
-            envelope = await self.harness.invoke(
-                proposal, principal=principal, session=self._session_of(ctx)
+                envelope = await self.harness.invoke(
+                    proposal, principal=principal, session=self._session_of(ctx)
+                )
+        except LedgerError as exc:
+            # The pipeline answers every ledger fault it meets from the intent on; one that
+            # escapes it came earlier (opening the ledger, reading an approval): nothing ran.
+            logger.warning("tools/call %r answered unavailable: %s", params.name, exc)
+            error = ToolError(
+                category=ErrorCategory.UNAVAILABLE,
+                retryable=exc.transient,
+                message="the gateway's ledger is unavailable, so nothing ran",
+                suggested_fix="Try again later; nothing was changed.",
+                effect_committed=False,
             )
+            envelope = ResultEnvelope(status=Status.FAILED, error=error, summary=error.message)
         result = call_result(envelope, structured_content=self._full_result(envelope))
         if envelope.ok and result.structured_content is None and self._advertises(envelope):
             # A success without output — a call settled by reconciliation: its effect confirmed

@@ -65,17 +65,23 @@ class Ledger(Protocol):
 
     def complete(
         self, record: InvocationRecord, events: Sequence[LedgerEvent], *, defer: bool = False
-    ) -> None:
+    ) -> bool:
         """Insert or replace the state row and append `events`, in one transaction.
 
         `defer=True` (only for calls that changed nothing) lets the backend write it behind,
         group-committed: every later read from the same ledger object still sees it.
+
+        Returns False when the record is not written and waits, queued, for the database
+        to take writes again: a completion the database refuses is queued and retried,
+        never dropped. Raises `LedgerError` only for a deferred record the backend can
+        neither write nor queue (its queue is full).
         """
         ...
 
     def flush(self) -> None:
         """Return once every record deferred before this call is written; raise `LedgerError`
-        if they cannot be written now (they stay queued and are retried)."""
+        if they cannot be written now (they stay queued and are retried). A record the
+        database refuses on its own is set aside, logged and retried; it holds up no flush."""
         ...
 
     def append(self, events: Sequence[LedgerEvent]) -> None: ...

@@ -10,12 +10,30 @@ Records of calls that changed nothing (reads, rejections) may be written behind
 writer thread per ledger group-commits them — once `_BATCH_SIZE` are waiting, within
 `_BATCH_WAIT` seconds otherwise, at once when someone flushes. Every read method and every
 synchronous write flushes first, so a process always reads its own writes and a deferred row
-never lands after a newer one. A batch the database refuses stays queued and is retried
-(a flush meanwhile raises `LedgerError`); past `_QUEUE_LIMIT` waiting records, callers write
-synchronously. `close()` drains the queue and joins the writer, and interpreter exit flushes.
-Only a hard crash, or a database that refuses writes for all of `close()`'s grace period
-(it raises, saying how many), can lose such a record — never an intent, never the outcome of
-a call with side effects. Pass `write_behind=False` for a strictly synchronous trail.
+never lands after a newer one. `close()` drains the queue and joins the writer, and
+interpreter exit flushes. Pass `write_behind=False` for a synchronous trail.
+
+Faults (docs/ledger-faults.md says what a caller sees):
+
+- Text a database cannot store is written as its escape, at the one place rows and
+  parameters are encoded (`_text`): a lone surrogate, which a JSON escape (``"\\ud800"``)
+  carries into any id, name or argument and which sqlite3 and psycopg refuse with
+  UnicodeEncodeError, becomes ``\\ud800``; NUL, which PostgreSQL refuses in text, becomes
+  ``\\u0000``. JSON columns are encoded as ASCII, which escapes both.
+- A batch refused for a reason that holds whatever the rows (`LedgerError.transient`: the
+  connection is lost, the disk is full, the file is locked) stays queued and is retried with
+  a backoff; a flush meanwhile raises `LedgerError`. Any other failure may lie in one row, so
+  the batch is split until every row that can be written is; a record refused on its own is
+  set aside, logged at ERROR and retried every `_REFUSED_RETRY` seconds, and never holds
+  up the rows behind it (nor a flush).
+- A synchronous completion the database refuses is queued like a deferred one, past any
+  limit, and `complete` returns False: the outcome of a call that ran is retried, not lost.
+  Past `_QUEUE_LIMIT` waiting records, deferred ones are written synchronously instead
+  (backpressure), and if that fails too `complete` raises: the caller decides.
+
+What can still be lost: queued records at a hard crash (an effect's completion then leaves
+its durable intent, which recovery turns into `effect_unknown`), and records the database
+still refuses when `close()`'s grace period ends (it raises, saying how many).
 """
 
 from __future__ import annotations
@@ -27,8 +45,8 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, replace
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
 from toolkeeper.errors import LedgerError
@@ -78,14 +96,31 @@ _QUEUE_LIMIT = 10_000
 """Deferred records waiting at most; beyond it callers write synchronously (backpressure)."""
 _CLOSE_GRACE = 10.0
 """How long `close()` keeps retrying a batch the database refuses before giving it up."""
+_BIND_ERRORS = (UnicodeError, OverflowError)
+"""What sqlite3 and psycopg raise for a value they cannot bind (before `_text`, a lone
+surrogate; an integer out of range): always about the row."""
+_REFUSED_RETRY = 30.0
+"""Seconds between attempts at a record the database refused on its own."""
 
 logger = logging.getLogger(__name__)
 
 Row = tuple[Any, ...]
-Batch = list[tuple[Row, list[Row]]]
+Entry = tuple[Row, list[Row]]
+"""One queued record: its invocation row and its event rows."""
+Batch = list[Entry]
 """Deferred records, already turned into rows by the caller: the writer thread then holds
 the GIL only briefly (sqlite3 and psycopg release it while they work), so it never stalls
 the event loop with JSON encoding."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """How a batch went: what is left to retry after a transient `error`, and the records
+    the database refused on their own (with why); every other record is committed."""
+
+    left: Batch
+    refused: list[tuple[Entry, Exception]]
+    error: LedgerError | None
 
 
 _DDL = """
@@ -182,12 +217,19 @@ def _dumps(value: Any) -> str | None:
 
 
 def _text(value: Any) -> Any:
-    """A text column's value as the database can store it: a lone surrogate (which a
-    model's JSON can carry, as ``"\\ud800"``, into a tool name or call id) is written as its
-    escape instead of failing the whole write-behind batch."""
-    if isinstance(value, str) and not value.isascii():
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    """A parameter as every backend can store it: text with a lone surrogate or NUL is
+    written as its escape (``\\ud800``, ``\\u0000``), so the stored row is faithful rather
+    than refused. Escaped text maps to itself, so applying this twice is harmless."""
+    if isinstance(value, str):
+        if not value.isascii():
+            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        if "\x00" in value:
+            value = value.replace("\x00", "\\u0000")
     return value
+
+
+def _bound(params: Sequence[Any]) -> list[Any]:
+    return [_text(p) for p in params]
 
 
 def record_row(r: InvocationRecord) -> tuple[Any, ...]:
@@ -208,7 +250,9 @@ def record_from(row: Any) -> InvocationRecord:
 
 
 def event_rows(events: Sequence[LedgerEvent]) -> list[tuple[Any, ...]]:
-    return [(e.request_id, e.stage, e.kind, _dumps(e.data), e.at) for e in events]
+    return [
+        (_text(e.request_id), _text(e.stage), _text(e.kind), _dumps(e.data), e.at) for e in events
+    ]
 
 
 def approval_from(body: str, snapshot: bytes | None) -> ApprovalRecord:
@@ -224,8 +268,8 @@ def approval_row(approval: ApprovalRecord) -> tuple[Any, ...]:
     data.pop("snapshot")
     body = json.dumps(data, default=str)
     return (
-        approval.approval_id,
-        approval.request_id,
+        _text(approval.approval_id),
+        _text(approval.request_id),
         approval.status.value,
         body,
         approval.snapshot,
@@ -257,6 +301,10 @@ class SQLLedger:
     db_errors: ClassVar[tuple[type[Exception], ...]]
     bytewise: ClassVar[str]
     """The COLLATE clause that makes a text comparison bytewise ("" where it is already)."""
+    row_errors: ClassVar[tuple[type[Exception], ...]]
+    """The driver's errors that may lie in the rows written (a value it cannot store, a
+    constraint): a batch failing so is split. Any other error holds whatever the rows
+    (connection lost, disk full, file locked, table missing): the batch is retried whole."""
     location: str
 
     def __init__(self, conn: Any, *, write_behind: bool) -> None:
@@ -264,6 +312,11 @@ class SQLLedger:
         self.write_behind = write_behind
         self._lock = threading.Lock()
         """Guards the connection: every public method may run on any thread."""
+        self._errors: tuple[type[Exception], ...] = (*self.db_errors, *_BIND_ERRORS)
+        """What a statement can raise: the driver's errors, and values it cannot bind."""
+        self._refusing = False
+        """The last database operation failed for a transient reason and no write has
+        succeeded since: a deferred record now waits in the queue until the fault ends."""
         self._queue = _WriteQueue()
         self._stop_writer = weakref.finalize(self, self._queue.stop)
         # At exit `_flush_at_exit` drains first; stopping the writer before it would hang it.
@@ -290,44 +343,69 @@ class SQLLedger:
         """Append a batch's event rows (psycopg pipelines `executemany` in one round trip)."""
         cur.executemany(_INSERT_EVENT, rows)
 
+    def _connected(self) -> Any:
+        """The connection to use, called with the lock held; a backend that can lose its
+        connection opens a new one here, or raises a transient `LedgerError`."""
+        return self._conn
+
     # -- plumbing ----------------------------------------------------------------------
 
     @contextmanager
     def _transaction(self, *, durable: bool = False) -> Iterator[Cursor]:
         with self._lock:
-            conn = self._conn
+            conn = self._connected()
             try:
-                self._begin(conn, durable=durable)
                 try:
-                    yield Cursor(conn, self._sql)
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            except self.db_errors as exc:
-                raise LedgerError(f"ledger write to {self.location} failed: {exc}") from exc
-            finally:
-                self._end(conn, durable=durable)
+                    self._begin(conn, durable=durable)
+                    try:
+                        yield Cursor(conn, self._sql)
+                    except BaseException:
+                        self._rollback(conn)
+                        raise
+                    conn.execute("COMMIT")
+                finally:
+                    self._end(conn, durable=durable)
+            except self._errors as exc:
+                raise self._fault("write to", exc) from exc
+            self._refusing = False
+
+    def _rollback(self, conn: Any) -> None:
+        """Roll back after a failure, which is the error to report: the database may have
+        rolled back already (SQLite does on SQLITE_FULL), or the connection may be gone."""
+        with suppress(*self.db_errors):
+            conn.execute("ROLLBACK")
+
+    def _fault(self, doing: str, exc: BaseException) -> LedgerError:
+        """The `LedgerError` for a driver error (or a value the driver could not bind)."""
+        transient = not isinstance(exc, (*self.row_errors, *_BIND_ERRORS))
+        if transient:
+            self._refusing = True
+        message = f"ledger {doing} {self.location} failed: {exc}"
+        return LedgerError(message, transient=transient)
 
     def _read(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         self.flush()
         with self._lock:
+            conn = self._connected()
             try:
-                rows: list[Any] = self._conn.execute(self._sql(statement), params).fetchall()
-            except self.db_errors as exc:
-                raise LedgerError(f"ledger read from {self.location} failed: {exc}") from exc
+                rows: list[Any] = conn.execute(self._sql(statement), _bound(params)).fetchall()
+            except self._errors as exc:
+                raise self._fault("read from", exc) from exc
         return rows
 
     # -- write-behind ------------------------------------------------------------------
 
-    def _enqueue(self, record: InvocationRecord, events: Sequence[LedgerEvent]) -> bool:
-        """Queue a deferred record for the writer. False once the ledger is closing, or while
+    def _enqueue(self, entry: Entry, *, force: bool = False) -> bool:
+        """Queue a record for the writer. False once the ledger is closing, or while
         `_QUEUE_LIMIT` records wait (the database is slow or failing): the caller then writes
-        synchronously, so a long fault slows or fails calls instead of filling memory."""
-        rows = (record_row(record), event_rows(events))
+        synchronously, so a long fault slows or fails calls instead of filling memory.
+        `force` queues it all the same (the outcome of a call that ran, which the database
+        just refused); only a closed ledger refuses it."""
         queue = self._queue
         with queue.cond:
-            if queue.closing or len(queue.rows) >= _QUEUE_LIMIT:
+            if queue.stopped:
+                return False
+            if not force and (queue.closing or queue.waiting() >= _QUEUE_LIMIT):
                 return False
             if queue.thread is None:
                 queue.thread = threading.Thread(
@@ -335,11 +413,11 @@ class SQLLedger:
                 )
                 queue.thread.start()
                 _WRITING.add(self)
+            queue.owner = self
             if not queue.rows:
-                queue.owner = self
-                queue.due = time.monotonic() + _BATCH_WAIT
+                queue.due = max(queue.due, time.monotonic() + _BATCH_WAIT)
                 queue.cond.notify_all()
-            queue.rows.append(rows)
+            queue.rows.append(entry)
             queue.enqueued += 1
             if len(queue.rows) == _BATCH_SIZE:
                 queue.cond.notify_all()
@@ -350,20 +428,48 @@ class SQLLedger:
             cur.executemany(self.upsert_invocation, [row for row, _ in batch])
             self._insert_events(cur, [row for _, rows in batch for row in rows])
 
-    def flush(self) -> None:
-        """Return once every record deferred before this call is committed.
+    def _write_split(self, batch: Batch) -> Settlement:
+        """Write `batch`; when the database refuses it for a reason that may lie in one
+        row, write its halves, and so on down to single records, so that one bad record
+        never holds up the others."""
+        written: set[int] = set()
+        refused: list[tuple[int, Exception]] = []
+        error: LedgerError | None = None
+        parts = [(0, len(batch))]  # a stack, not recursion: a closure cycle would hold self
+        while parts:
+            lo, hi = parts.pop()
+            try:
+                self._write_batch(batch[lo:hi])
+            except Exception as exc:  # a dead writer would leave every flush waiting
+                if isinstance(exc, LedgerError) and exc.transient:
+                    error = exc
+                    break
+                if hi - lo == 1:
+                    refused.append((lo, exc))
+                else:
+                    mid = (lo + hi) // 2
+                    parts += [(mid, hi), (lo, mid)]
+            else:
+                written.update(range(lo, hi))
+        settled = written.union(i for i, _ in refused)
+        left = [batch[i] for i in range(len(batch)) if i not in settled]
+        return Settlement(left, [(batch[i], exc) for i, exc in refused], error)
 
-        Raises `LedgerError` if the writer's next attempt fails; the records stay queued and
-        are retried, so a later flush can succeed."""
+    def flush(self) -> None:
+        """Return once every record deferred before this call is committed, or set aside
+        because the database refused it on its own (logged, and retried later).
+
+        Raises `LedgerError` if the writer's next attempt fails for a transient reason; the
+        records stay queued and are retried, so a later flush can succeed."""
         queue = self._queue
         with queue.cond:
             target = queue.enqueued
-            if queue.committed >= target:
+            if queue.settled >= target:
                 return
             attempts = queue.attempts
             queue.urgent = True
             queue.cond.notify_all()
-            while queue.committed < target:
+            while queue.settled < target:
                 if queue.failed > attempts:
                     raise LedgerError(
                         f"deferred ledger records could not be written to {self.location} "
@@ -385,13 +491,13 @@ class SQLLedger:
     ) -> InvocationRecord | None:
         self.flush()
         with self._transaction(durable=True) as cur:
-            key = record.idempotency_key
+            key = _text(record.idempotency_key)
             if key is not None:
                 self._lock_key(cur.conn, key)
                 row = cur.execute(
                     f"SELECT {_COLUMNS} FROM invocations WHERE idempotency_key = ?", (key,)
                 ).fetchone()
-                if row is not None and row["request_id"] != record.request_id:
+                if row is not None and row["request_id"] != _text(record.request_id):
                     holder = record_from(row)
                     if not releasable(holder, key_ttl):
                         return holder
@@ -451,14 +557,29 @@ class SQLLedger:
 
     def complete(
         self, record: InvocationRecord, events: Sequence[LedgerEvent], *, defer: bool = False
-    ) -> None:
-        if defer and self.write_behind and self._enqueue(record, events):
-            return
-        self.flush()
-        with self._transaction() as cur:
-            cur.execute(self.upsert_invocation, record_row(record))
-            if events:
-                cur.executemany(_INSERT_EVENT, event_rows(events))
+    ) -> bool:
+        entry = (record_row(record), event_rows(events))
+        if defer and self.write_behind and self._enqueue(entry):
+            return not self._refusing
+        try:
+            self.flush()
+            with self._transaction() as cur:
+                cur.execute(self.upsert_invocation, entry[0])
+                if entry[1]:
+                    cur.executemany(_INSERT_EVENT, entry[1])
+        except LedgerError as exc:
+            # A deferred record met a full queue: the caller decides. Any other is the
+            # outcome of a call as it ended, which must not be lost: the writer retries it.
+            if defer or not self._enqueue(entry, force=True):
+                raise
+            logger.warning(
+                "the record of %s was not written to %s and is queued for retry: %s",
+                record.request_id,
+                self.location,
+                exc,
+            )
+            return False
+        return True
 
     def append(self, events: Sequence[LedgerEvent]) -> None:
         self.flush()
@@ -716,7 +837,7 @@ class SQLLedger:
         return updated
 
     def close(self) -> None:
-        """Write every deferred record, stop the writer thread, close the connection.
+        """Write every queued record, stop the writer thread, close the connection.
 
         Records the database still refuses after `_CLOSE_GRACE` seconds are lost; the
         `LedgerError` raised then says how many."""
@@ -724,26 +845,33 @@ class SQLLedger:
         with queue.cond:
             queue.closing = True
         deadline, pause = time.monotonic() + _CLOSE_GRACE, _RETRY_FIRST
-        refused: LedgerError | None = None
+        problem: Exception | None = None
         while True:
+            with queue.cond:
+                queue.recall_refused(now=True)  # a last chance for records refused alone
             try:
                 self.flush()
-                break
             except LedgerError as exc:
-                if time.monotonic() >= deadline:
-                    refused = exc
-                    break
-                time.sleep(pause)
-                pause = min(pause * 2, _RETRY_MAX)
+                problem = exc
+            else:
+                with queue.cond:
+                    if not queue.refused:
+                        break
+                    problem = queue.refused[0][1]
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, _RETRY_MAX)
         self._stop_writer()
         _WRITING.discard(self)
         with self._lock:
             self._conn.close()
-        if refused is not None:
+        unwritten = queue.waiting()
+        if unwritten:
             raise LedgerError(
-                f"closed the ledger at {self.location} with {len(queue.rows)} deferred "
-                f"record(s) unwritten: {refused}"
-            ) from refused
+                f"closed the ledger at {self.location} with {unwritten} deferred record(s) "
+                f"unwritten: {problem}"
+            ) from problem
 
 
 class Cursor:
@@ -754,7 +882,7 @@ class Cursor:
         self._sql = sql
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        return self.conn.execute(self._sql(statement), params)
+        return self.conn.execute(self._sql(statement), _bound(params))
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
@@ -765,17 +893,22 @@ class _WriteQueue:
     """Deferred rows of one ledger and the state its writer thread shares with callers.
 
     `flush` waits on counters, not on an empty list: rows leave `rows` only once their
-    transaction committed, so a batch the writer has taken is still unwritten for every
-    reader, and nobody slips between a batch leaving the queue and reaching the table.
+    transaction committed (or the database refused them on their own), so a batch the
+    writer has taken is still unwritten for every reader, and nobody slips between a batch
+    leaving the queue and reaching the table.
     """
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.rows: Batch = []
+        self.refused: list[tuple[Entry, Exception]] = []
+        """Records the database refused on their own, set aside until `refused_due`."""
+        self.refused_due = 0.0
         self.enqueued = 0
         """Records ever queued."""
-        self.committed = 0
-        """Records ever committed; a flush waits until this reaches `enqueued` as it found it."""
+        self.settled = 0
+        """Records ever committed or set aside; a flush waits until this reaches `enqueued`
+        as it found it."""
         self.attempts = 0
         """Batches the writer has begun to write."""
         self.failed = 0
@@ -794,15 +927,42 @@ class _WriteQueue:
         """The ledger, held while rows wait, so that dropping it cannot lose them."""
         self.thread: threading.Thread | None = None
 
+    def waiting(self) -> int:
+        return len(self.rows) + len(self.refused)
+
     def ready(self) -> bool:
+        now = time.monotonic()
+        if self.refused and now >= self.refused_due:
+            return True
         if not self.rows:
             return False
         if self.urgent or (self.error is None and len(self.rows) >= _BATCH_SIZE):
             return True
-        return time.monotonic() >= self.due
+        return now >= self.due
 
     def wait_time(self) -> float | None:
-        return max(0.0, self.due - time.monotonic()) if self.rows else None
+        times = ([self.due] if self.rows else []) + ([self.refused_due] if self.refused else [])
+        return max(0.0, min(times) - time.monotonic()) if times else None
+
+    def recall_refused(self, *, now: bool = False) -> None:
+        """Put the records set aside back at the head of the queue once their retry is due
+        (`now`: at once); a flush then waits for them again, for one more attempt."""
+        if self.refused and (now or time.monotonic() >= self.refused_due):
+            self.rows[:0] = [entry for entry, _ in self.refused]
+            self.settled -= len(self.refused)
+            self.refused = []
+            self.urgent = True
+            self.cond.notify_all()
+
+    def settle(self, taken: int, settlement: Settlement) -> None:
+        """Account for the `taken` rows at the head of `rows` the writer tried: those left
+        go back to the head, those refused are set aside, the rest are committed."""
+        del self.rows[:taken]
+        self.rows[:0] = settlement.left
+        if settlement.refused:
+            self.refused.extend(settlement.refused)
+            self.refused_due = time.monotonic() + _REFUSED_RETRY
+        self.settled += taken - len(settlement.left)
 
     def stop(self) -> None:
         """End the writer thread (also run when the ledger is garbage-collected)."""
@@ -814,48 +974,72 @@ class _WriteQueue:
 
 
 def _write_behind(queue: _WriteQueue) -> None:
-    """The writer thread: group-commit deferred rows until the ledger closes or is collected.
+    """The writer thread: group-commit queued rows until the ledger closes or is collected.
 
-    A batch that fails stays queued and is retried after a pause that doubles up to
-    `_RETRY_MAX`; a flush cuts the pause short. Any exception is caught: a dead writer would
-    leave every later flush waiting forever.
+    A batch refused for a transient reason stays queued and is retried after a pause that
+    doubles up to `_RETRY_MAX`; a flush cuts the pause short. The writer says so in the log:
+    WARNING while it retries (at most once a minute past the first), INFO once the database
+    takes writes again, ERROR for a record refused on its own. Nothing it calls can end it:
+    a dead writer would leave every later flush waiting forever.
     """
-    retry = _RETRY_FIRST
+    retry, failures, warned = _RETRY_FIRST, 0, 0.0
     while True:
         with queue.cond:
             while not queue.stopped and not queue.ready():
                 queue.cond.wait(queue.wait_time())
             if queue.stopped or queue.owner is None:
                 return
+            queue.recall_refused()
             ledger, batch, queue.urgent = queue.owner, list(queue.rows), False
             queue.attempts += 1
             attempt = queue.attempts
-        try:
-            ledger._write_batch(batch)
-        except Exception as exc:
-            logger.warning(
-                "%d deferred ledger record(s) not written to %s, retrying in %.2f s: %s",
-                len(batch),
+        settlement = ledger._write_split(batch)
+        # Logged before the queue is settled: whoever a flush releases finds the log written.
+        if settlement.refused:
+            ids = ", ".join(str(entry[0][0]) for entry, _ in settlement.refused[:5])
+            logger.error(
+                "%s refused %d record(s) on their own (request %s%s), kept aside and "
+                "retried every %.0f s; the rest of their batch is written: %s",
                 ledger.location,
-                retry,
-                exc,
+                len(settlement.refused),
+                ids,
+                ", ..." if len(settlement.refused) > 5 else "",
+                _REFUSED_RETRY,
+                settlement.refused[0][1],
             )
-            with queue.cond:
-                queue.failed = attempt
-                queue.error = exc
-                queue.due = time.monotonic() + retry
-                queue.cond.notify_all()
+        pause = retry
+        if settlement.error is not None:
+            failures += 1
+            if failures == 1 or time.monotonic() - warned >= 60.0:
+                warned = time.monotonic()
+                logger.warning(
+                    "%d deferred ledger record(s) not written to %s, retrying in %.2f s: %s",
+                    len(settlement.left),
+                    ledger.location,
+                    pause,
+                    settlement.error,
+                )
             retry = min(retry * 2, _RETRY_MAX)
-        else:
-            retry = _RETRY_FIRST
-            with queue.cond:
-                del queue.rows[: len(batch)]
-                queue.committed += len(batch)
-                queue.error = None
+        elif failures:
+            logger.info(
+                "%s takes writes again: %d deferred ledger record(s) written after %d failed "
+                "attempt(s)",
+                ledger.location,
+                len(batch) - len(settlement.refused),
+                failures,
+            )
+            retry, failures = _RETRY_FIRST, 0
+        with queue.cond:
+            queue.settle(len(batch), settlement)
+            queue.error = settlement.error
+            if settlement.error is None:
                 queue.due = time.monotonic() + _BATCH_WAIT
-                if not queue.rows:
-                    queue.owner = None  # nothing left to lose: the ledger may be collected
-                queue.cond.notify_all()
+            else:
+                queue.failed = attempt
+                queue.due = time.monotonic() + pause
+            if not queue.waiting():
+                queue.owner = None  # nothing left to lose: the ledger may be collected
+            queue.cond.notify_all()
         del ledger  # the last reference may be this one; then the finalizer stops the loop
 
 
@@ -870,6 +1054,12 @@ def _flush_at_exit() -> None:
             ledger.flush()
         except LedgerError as exc:
             logger.error("%s", exc)
+        if ledger._queue.refused:
+            logger.error(
+                "%d record(s) refused by %s on their own are lost at exit",
+                len(ledger._queue.refused),
+                ledger.location,
+            )
 
 
 def _filters(

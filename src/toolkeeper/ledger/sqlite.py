@@ -5,10 +5,16 @@ an intent or an approval is committed with `synchronous=FULL`, so it is on disk 
 effect starts; other rows use NORMAL, because losing one to a power cut (not a process crash)
 only turns a known outcome back into a recoverable unknown one. `BEGIN IMMEDIATE` takes the
 write lock up front, which is what serializes idempotency-key claims between processes.
+
+The ledger holds arguments and results, so a file it creates is its owner's alone, whatever
+the umask: the database 0600 (SQLite gives its -wal and -shm files the database's mode),
+and every directory it creates on the way 0700. Files and directories that already exist
+keep their modes.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -47,12 +53,13 @@ class SQLiteLedger(SQLLedger):
     upsert_approval = _insert_or_replace("approvals", APPROVAL_COLUMNS)
     db_errors = (sqlite3.Error,)
     bytewise = _BYTEWISE
+    row_errors = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError)
 
     def __init__(self, path: str | Path, *, write_behind: bool = True) -> None:
         self.path = Path(path)
         self.location = str(self.path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(self.path)
             conn = sqlite3.connect(
                 self.path, check_same_thread=False, isolation_level=None, timeout=30.0
             )
@@ -84,3 +91,23 @@ class SQLiteLedger(SQLLedger):
                 f"INSERT INTO events (request_id, stage, kind, data, at) VALUES {values}",
                 [value for row in chunk for value in row],
             )
+
+
+def _create_private(path: Path) -> None:
+    """Create `path` and the directories missing above it for their owner alone (0600 and
+    0700, whatever the umask); leave whatever exists as it is."""
+    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)  # the umask can only take bits away from these
+        except FileExistsError:
+            continue  # another process made it first; not ours to change
+        os.chmod(directory, 0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)

@@ -107,6 +107,11 @@ class ExecutionMeta(_Model):
         default=None,
         description="Request id whose recorded outcome this answer repeats (same idempotency key).",
     )
+    record_pending: bool = Field(
+        default=False,
+        description="The ledger refuses writes now: this call's record is queued and is "
+        "written once it takes them again.",
+    )
 
 
 class ArtifactRef(_Model):
@@ -164,6 +169,8 @@ class ResultEnvelope(_Model):
             lines.append(f"effect_committed: {committed.lower()}")
         if meta is not None and meta.approval_id:
             lines.append(f"approval_id: {meta.approval_id}")
+        if meta is not None and meta.record_pending:
+            lines.append("record: pending (the audit ledger is unavailable; queued for retry)")
         for ref in self.artifact_refs[:5]:
             lines.append(f"artifact: {ref.uri} ({ref.size} bytes)")
         head = "\n".join(lines)

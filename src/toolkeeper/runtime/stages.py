@@ -9,6 +9,23 @@ approve and check stages both consult: one judge.
 User hooks (verifiers, resource-version readers, secret providers) and blocking ledger and
 artifact writes run off the event loop through `call_hook` and `offload`, each bounded by a
 timeout that covers the whole awaited call.
+
+Ledger faults (a lost database, a full disk; docs/ledger-faults.md) end a call with an
+answer, never an exception, and what is honest depends on whether an effect ran:
+
+- Nothing runs without its durable intent (nor waits without its approval): if the ledger
+  cannot write it, the call ends `unavailable` before the executor — retryable when the
+  fault is transient — and its row is queued like any other.
+- Once the effect ran, its outcome is a fact the ledger may not refuse: a completion that
+  cannot be written stays queued in the ledger, retried until it lands, and the model gets
+  the outcome all the same, flagged `record_pending`. Withholding it, or answering
+  `unavailable`, would invite a repeat of an effect that happened. Until the row lands the
+  intent stands for it: a crash leaves `effect_unknown`, never a lost call, and a repeat
+  with the same idempotency key waits for the queued row or finds the intent; it never
+  runs twice.
+- A call that changed nothing has its row queued (flagged `record_pending` while the
+  database refuses writes). Only when the queue is full too is its answer withheld
+  (`unavailable`), and the log keeps the row's facts.
 """
 
 from __future__ import annotations
@@ -18,6 +35,7 @@ import functools
 import hashlib
 import inspect
 import json
+import logging
 import string
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +47,7 @@ import anyio.to_thread
 
 from toolkeeper.artifacts.store import aside_value, project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
+from toolkeeper.errors import LedgerError
 from toolkeeper.executors import ToolFailure
 from toolkeeper.executors.inprocess import call_in_thread
 from toolkeeper.ledger import ApprovalStatus, InvocationRecord, RecordState
@@ -58,6 +77,8 @@ from toolkeeper.secrets.providers import ResolvedSecrets
 from toolkeeper.validation.repairs import pointer_parts
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 REDACTED = "[REDACTED]"
 
@@ -530,18 +551,21 @@ async def _suspend(services: Services, call: Call) -> Stop:
     """Persist a pending approval, bound to the request and its environment."""
     entry, request, decision = call.entry, call.request, call.decision
     assert entry is not None and request is not None and decision is not None
-    approval = await offload(
-        functools.partial(
-            services.approvals.create,
-            request=request,
-            account=services.redactor.redact_text(approval_account(call)),
-            policy_ids=decision.policy_ids,
-            # As the ledger row holds them: secret-classified fields masked, known secrets
-            # redacted. The approval lives in the ledger too.
-            arguments=call.recorded_arguments,
-            environment=dict(call.environment),
+    try:
+        approval = await offload(
+            functools.partial(
+                services.approvals.create,
+                request=request,
+                account=services.redactor.redact_text(approval_account(call)),
+                policy_ids=decision.policy_ids,
+                # As the ledger row holds them: secret-classified fields masked, known
+                # secrets redacted. The approval lives in the ledger too.
+                arguments=call.recorded_arguments,
+                environment=dict(call.environment),
+            )
         )
-    )
+    except LedgerError as exc:
+        return _unrecorded(services, call, "approve", exc, "the approval request")
     call.trail.add("approve", "pending", approval_id=approval.approval_id)
     error = ToolError(
         category=ErrorCategory.APPROVAL_REQUIRED,
@@ -640,15 +664,21 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
         # A resumed call takes its approval up in the intent's own transaction: a crash
         # cannot consume the approval and lose the call, and of concurrent resumes only one
         # writes the intent; the others answer with its outcome.
-        holder = await offload(
-            functools.partial(
-                services.ledger.record_intent,
-                intent,
-                call.trail.drain(),
-                approval_id=request.approval_id,
-                key_ttl=request.idempotency_ttl,
+        events = call.trail.drain()
+        try:
+            holder = await offload(
+                functools.partial(
+                    services.ledger.record_intent,
+                    intent,
+                    events,
+                    approval_id=request.approval_id,
+                    key_ttl=request.idempotency_ttl,
+                )
             )
-        )
+        except LedgerError as exc:
+            # No durable intent, no effect. The final row carries the trail instead.
+            call.trail.events[:0] = events
+            return _unrecorded(services, call, "dispatch", exc, "the call's intent")
         if holder is not None and holder.request_id == request.request_id:
             return _settled(await awaited_outcome(services, holder))
         if holder is not None:
@@ -730,6 +760,26 @@ def may_retry(contract: ToolContract, outcome: Outcome, attempt_number: int) -> 
     if error.category not in contract.retry.retryable_categories:
         return False
     return outcome.effect_committed is False or contract.is_idempotent
+
+
+def _unrecorded(services: Services, call: Call, stage: str, exc: LedgerError, what: str) -> Stop:
+    """The call ends unrun because the ledger could not durably record `what`. The model
+    is told that, not the database's words (paths, hosts); the log and the row keep them."""
+    reason = services.redactor.redact_text(str(exc))
+    logger.warning(
+        "%s did not run: the ledger could not record %s: %s", call.request_id, what, reason
+    )
+    call.trail.add(stage, "unrecorded", reason=reason)
+    error = ToolError(
+        category=ErrorCategory.UNAVAILABLE,
+        retryable=exc.transient,
+        message=f"the ledger could not record {what}, so nothing ran",
+        suggested_fix="Try again later; nothing was changed."
+        if exc.transient
+        else "Tell the operator; nothing was changed.",
+        effect_committed=False,
+    )
+    return Stop(Status.FAILED, error)
 
 
 def _replay(call: Call, holder: InvocationRecord, stage: str) -> Stop:
@@ -1020,10 +1070,56 @@ async def record(services: Services, call: Call, stop: Stop | None) -> ResultEnv
     # A call that changed nothing may be written behind: off the caller's path, and a crash
     # can cost at most its audit row, never an effect's. Anything else is durable now.
     if unchanged and not pending:
-        _write(services, call, envelope, call.attempts, defer=True)
+        try:
+            written = _write(services, call, envelope, call.attempts, defer=True)
+        except LedgerError as exc:
+            return _withheld(services, call, envelope, exc)
     else:
-        await offload(_write, services, call, envelope, call.attempts, False)
-    return envelope
+        written = await offload(_write, services, call, envelope, call.attempts, False)
+    meta = envelope.execution_meta
+    if written or meta is None:
+        return envelope
+    # The ledger queued the row for retry (for a call that ran, the outcome stands: it
+    # happened), and the answer says the record is not written yet.
+    pending_meta = meta.model_copy(update={"record_pending": True})
+    return envelope.model_copy(update={"execution_meta": pending_meta})
+
+
+def _withheld(
+    services: Services, call: Call, envelope: ResultEnvelope, exc: LedgerError
+) -> ResultEnvelope:
+    """The answer to a call that changed nothing when the ledger can neither write nor queue
+    its row (the queue is full and the database refuses writes): fail closed — its result
+    is withheld — and put the row's facts in the log, the one record left."""
+    record = call.record
+    logger.error(
+        "unrecorded call (ledger unavailable, queue full): request %s, call %s, tool %r, "
+        "principal %s/%s, status %s: %s",
+        record.request_id,
+        record.call_id,
+        record.tool,
+        record.tenant,
+        record.principal_id,
+        envelope.status.value,
+        services.redactor.redact_text(str(exc)),
+    )
+    error = ToolError(
+        category=ErrorCategory.UNAVAILABLE,
+        retryable=True,
+        message="the audit ledger is unavailable and its queue is full, so this call "
+        "cannot be recorded and its answer is withheld",
+        suggested_fix="Try again later; nothing was changed.",
+        effect_committed=False,
+    )
+    return envelope.model_copy(
+        update={
+            "status": Status.FAILED,
+            "error": error,
+            "summary": error.message,
+            "structured_content": None,
+            "artifact_refs": (),
+        }
+    )
 
 
 async def _settle(services: Services, call: Call, envelope: ResultEnvelope) -> ResultEnvelope:
@@ -1039,14 +1135,30 @@ async def _settle(services: Services, call: Call, envelope: ResultEnvelope) -> R
         await offload(services.ledger.append, call.trail.drain())
         return envelope
     final = _final_row(call, envelope, call.attempts)
-    taker = await offload(
-        functools.partial(
-            services.ledger.settle_pending,
-            final,
-            call.trail.drain(),
-            approval_id=approval.approval_id,
+    events = call.trail.drain()
+    try:
+        taker = await offload(
+            functools.partial(
+                services.ledger.settle_pending, final, events, approval_id=approval.approval_id
+            )
         )
-    )
+    except LedgerError as exc:
+        # Nothing was written: the approval stays as it was, for a later resume to settle.
+        logger.warning(
+            "resume of %s not settled: the ledger could not record it: %s",
+            call.request_id,
+            services.redactor.redact_text(str(exc)),
+        )
+        error = ToolError(
+            category=ErrorCategory.UNAVAILABLE,
+            retryable=True,
+            message="the ledger could not record this resume's outcome; the approval stands",
+            suggested_fix="Resume again later.",
+            effect_committed=False,
+        )
+        return envelope.model_copy(
+            update={"status": Status.FAILED, "error": error, "summary": error.message}
+        )
     return envelope if taker is None else await awaited_outcome(services, taker)
 
 
@@ -1066,10 +1178,12 @@ def _final_row(call: Call, envelope: ResultEnvelope, attempts: int) -> Invocatio
 
 def _write(
     services: Services, call: Call, envelope: ResultEnvelope, attempts: int, defer: bool
-) -> None:
+) -> bool:
+    """Write the call's final row; False when the ledger only queued it for retry."""
     final = _final_row(call, envelope, attempts)
-    services.ledger.complete(final, call.trail.drain(), defer=defer)
+    written = services.ledger.complete(final, call.trail.drain(), defer=defer)
     call.recorded = True
+    return written
 
 
 def row(call: Call, state: RecordState, **fields: Any) -> InvocationRecord:
