@@ -586,7 +586,11 @@ def test_the_sigkill_loop_loses_and_doubles_nothing(tmp_path: Path) -> None:
             sys.executable,
             str(ROOT / "scripts" / "sigkill_loop.py"),
             "--calls",
-            "12",
+            "30",
+            "--min-gap",
+            "0.02",
+            "--max-gap",
+            "0.1",
             "--kills",
             "1",
             "--workers",
@@ -605,6 +609,6 @@ def test_the_sigkill_loop_loses_and_doubles_nothing(tmp_path: Path) -> None:
     figures = json.loads(done.stdout)
     assert figures["kills"] == 1
     assert figures["lost_effects"] == figures["duplicate_effects"] == 0
-    assert figures["acknowledged"] == figures["effects"] == 12
+    assert figures["acknowledged"] == figures["effects"] == 30
     assert figures["effect_unknown_left"] == 0
     assert "ledger reconciliation:" in (tmp_path / "gateway.log").read_text()

@@ -448,13 +448,16 @@ async def approve(services: Services, call: Call) -> Call | Stop:
         if request.idempotency_key is not None:
             # A call that would only replay an earlier outcome runs nothing: no human is
             # asked to approve it.
-            holder = await offload(
-                functools.partial(
-                    services.ledger.key_holder,
-                    request.idempotency_key,
-                    key_ttl=request.idempotency_ttl,
+            try:
+                holder = await offload(
+                    functools.partial(
+                        services.ledger.key_holder,
+                        request.idempotency_key,
+                        key_ttl=request.idempotency_ttl,
+                    )
                 )
-            )
+            except LedgerError as exc:
+                return _unrecorded(services, call, "approve", exc, "the key's holder")
             if holder is not None:
                 return _replay(call, holder, "approve")
         return await _suspend(services, call)
@@ -1131,7 +1134,10 @@ async def _settle(services: Services, call: Call, envelope: ResultEnvelope) -> R
     assert approval is not None
     call.trail.add("record", envelope.status.value)
     call.recorded = True
-    if envelope.error is not None and envelope.error.retryable:
+    error = envelope.error
+    if error is not None and (error.retryable or error.category is ErrorCategory.UNAVAILABLE):
+        # A ledger or backend fault is not the call's end: the approval stands for a later
+        # resume, whatever the fault's own retryability.
         await offload(services.ledger.append, call.trail.drain())
         return envelope
     final = _final_row(call, envelope, call.attempts)
