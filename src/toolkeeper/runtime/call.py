@@ -49,6 +49,8 @@ class Services:
     hook_timeout: float
     """Seconds a verifier, resource-version reader or secret lookup may take at most when
     its contract sets no timeout of its own."""
+    call_timeout: float
+    """Seconds one executor attempt may take at most when its contract sets no timeout."""
 
 
 @dataclass(slots=True)

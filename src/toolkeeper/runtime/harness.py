@@ -23,7 +23,7 @@ import anyio.to_thread
 
 from toolkeeper.artifacts.store import ArtifactStore
 from toolkeeper.contract.model import ToolContract
-from toolkeeper.errors import ApprovalError, ToolkeeperError
+from toolkeeper.errors import ApprovalError, ConfigError, ToolkeeperError
 from toolkeeper.executors import Executor
 from toolkeeper.ledger import (
     ApprovalRecord,
@@ -60,6 +60,9 @@ from toolkeeper.secrets.providers import SecretBroker, default_broker
 HOOK_TIMEOUT = 30.0
 """Default seconds for a verifier, version reader or secret lookup of a contract without a
 timeout of its own."""
+CALL_TIMEOUT = 300.0
+"""Default seconds one executor attempt may take when its contract sets no timeout: no call
+waits forever (an upstream that never answers, a hung function), whatever the contract says."""
 
 
 class Harness:
@@ -80,6 +83,7 @@ class Harness:
         grants: GrantAuthority | None = None,
         recover: bool = True,
         hook_timeout: float = HOOK_TIMEOUT,
+        call_timeout: float = CALL_TIMEOUT,
     ) -> None:
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
@@ -93,6 +97,14 @@ class Harness:
         self.grants = grants or GrantAuthority()
         self.registry = Registry()
         self.hook_timeout = hook_timeout
+        if not call_timeout > 0:
+            raise ConfigError(
+                f"call_timeout must be positive seconds, not {call_timeout!r}; every executor "
+                "call runs under a finite timeout",
+                key="call_timeout",
+                value=call_timeout,
+            )
+        self.call_timeout = call_timeout
         self._recover = recover
         self._services: Services | None = None
         self._opening = threading.Lock()
@@ -129,6 +141,7 @@ class Harness:
                     artifacts=self.artifacts,
                     grants=self.grants,
                     hook_timeout=self.hook_timeout,
+                    call_timeout=self.call_timeout,
                 )
                 if self._recover:
                     recover(ledger)
