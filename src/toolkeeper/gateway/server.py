@@ -44,6 +44,8 @@ from mcp_types import (
     CallToolResult,
     ListToolsResult,
     PaginatedRequestParams,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
     Tool,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -394,7 +396,9 @@ class GatewayServer:
                     del self._sessions[next(iter(self._sessions))]
         return await call_next(ctx)
 
-    async def _listen(self, ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
         """A 2026 ``subscriptions/listen`` stream, fed by its principal's own bus."""
         return await self._audience(self._principal(ctx)).listen(ctx, params)
 
@@ -418,8 +422,8 @@ class GatewayServer:
                 changed.add(principal)
                 await audience.bus.publish(ToolsListChanged())
         for key, (principal, session) in list(self._sessions.items()):
-            if principal not in changed:
-                continue
+            if principal not in changed and principal in self._audiences:
+                continue  # (an audience evicted over the cap cannot tell: notify)
             try:
                 with anyio.fail_after(1):
                     await session.send_tool_list_changed()

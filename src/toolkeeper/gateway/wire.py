@@ -33,6 +33,7 @@ from io import TextIOWrapper
 from typing import IO, Any, TextIO
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from mcp_types import (
     INVALID_REQUEST,
@@ -73,11 +74,13 @@ def parse_message(text: str | bytes) -> JSONRPCMessage | Unreadable:
         pass  # not JSON, the wrong shape, or JSON jiter refuses (a lone surrogate)
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
+    except ValueError:
         return Unreadable(_error(None, PARSE_ERROR, "Parse error: the message is not JSON text"))
+    except RecursionError:
+        return Unreadable(_error(None, PARSE_ERROR, "Parse error: JSON nested too deeply to read"))
     try:
         return jsonrpc_message_adapter.validate_python(value, by_name=False)
-    except ValidationError:
+    except (ValidationError, RecursionError):
         return Unreadable(
             _error(
                 _request_id(value),
@@ -149,7 +152,12 @@ def _replace_lone_surrogates(value: Any) -> Any:
 @asynccontextmanager
 async def stdio_streams(
     stdin: anyio.AsyncFile[str] | None = None, stdout: anyio.AsyncFile[str] | None = None
-) -> AsyncIterator[tuple[Any, Any]]:
+) -> AsyncIterator[
+    tuple[
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]
+]:
     """The SDK server's read and write streams over this process's stdin and stdout (or the
     given streams), as the SDK's ``stdio_server`` makes them, except that a line that is not
     a JSON-RPC message is answered (`parse_message`) and every answer is written
@@ -158,7 +166,7 @@ async def stdio_streams(
     While it serves, fd 0 reads the null device and fd 1 writes to stderr, so a tool's stray
     ``print`` or a child reading stdin cannot corrupt the wire; both are restored on exit.
     """
-    restore: list[Callable[[], None]] = []
+    restore: list[Callable[[], object]] = []
     try:
         if stdin is None:
             wire_in = _claim(0, sys.stdin, "rb", lambda: os.open(os.devnull, os.O_RDONLY), restore)
@@ -177,10 +185,12 @@ async def stdio_streams(
                     if not line.strip():
                         continue  # a blank line carries no message to answer
                     message = parse_message(line)
-                    if isinstance(message, Unreadable):
-                        await replies.send(SessionMessage(message.reply))
-                    else:
-                        await read_writer.send(SessionMessage(message))
+                    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        # Suppressed: the server stopped serving; nothing is left to answer.
+                        if isinstance(message, Unreadable):
+                            await replies.send(SessionMessage(message.reply))
+                        else:
+                            await read_writer.send(SessionMessage(message))
 
         async def write_lines() -> None:
             assert stdout is not None
@@ -208,7 +218,11 @@ class _Text(TextIOWrapper):
 
 
 def _claim(
-    fd: int, stream: TextIO, mode: str, diversion: Callable[[], int], restore: list[Any]
+    fd: int,
+    stream: TextIO,
+    mode: str,
+    diversion: Callable[[], int],
+    restore: list[Callable[[], object]],
 ) -> IO[bytes]:
     """Serve the wire from a private duplicate of `fd`, pointing `fd` at `diversion()`; the
     way back is appended to `restore`. A stream not backed by `fd` (a test's capture) is
@@ -316,23 +330,24 @@ def _cleaned(body: bytes) -> tuple[bytes, dict[bytes, bytes], SentCall | None] |
         value = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    if not _holds_lone_surrogate(value):
-        return None
     try:
+        if not _holds_lone_surrogate(value):
+            return None
         jsonrpc_message_adapter.validate_python(value, by_name=False)
-    except ValidationError:
+        cleaned = _replace_lone_surrogates(value)
+    except (ValidationError, RecursionError):
         return None
     restored = {}
     request_id = value.get("id")
     if isinstance(request_id, str) and _holds_lone_surrogate(request_id):
         placeholder = f"toolkeeper-id-{uuid.uuid4().hex}"
         restored[json.dumps(placeholder).encode()] = json.dumps(request_id).encode()
-        value = {**value, "id": placeholder}
+        cleaned["id"] = placeholder
     call = None
     params = value.get("params")
     if value.get("method") == "tools/call" and isinstance(params, dict) and request_id is not None:
         call = SentCall(request_id, params.get("name"), params.get("arguments"))
-    return json.dumps(_replace_lone_surrogates(value)).encode(), restored, call
+    return json.dumps(cleaned).encode(), restored, call
 
 
 def _restore(chunk: bytes, restored: dict[bytes, bytes]) -> bytes:
