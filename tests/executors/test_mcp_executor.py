@@ -388,7 +388,7 @@ def test_every_protocol_error_maps_to_a_tool_failure(
     report: list[str],
 ) -> None:
     upstream = Upstream()
-    failure = _protocol_failure(upstream, MCPError(code=code, message="boom"))
+    failure = _protocol_failure(upstream, "tool", MCPError(code=code, message="boom"))
     assert (failure.category, failure.retryable, failure.effect_committed) == (
         category,
         retryable,

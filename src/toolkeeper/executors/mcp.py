@@ -54,8 +54,15 @@ if TYPE_CHECKING:
 
 _MAX_PAGES = 100
 _CALL_TIMEOUT = 86_400.0
-"""The harness owns call timeouts (per contract); the session's own only guards against a
-call outliving every contract."""
+"""The harness bounds every call (the contract's timeout, else its `call_timeout`); the
+session's own read timeout must never be the one that fires first."""
+_INPUT_REQUESTS = {
+    "elicitation": ("elicitation/create", "Elicitation not supported"),
+    "sampling": ("sampling/createMessage", "Sampling not supported"),
+    "roots": ("roots/list", "List roots not supported"),
+}
+"""What an upstream may ask its client for mid-call, with the method it asks by and the
+SDK's refusal text, which an upstream echoes when the refusal ends its tool."""
 _DEFINITION_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 """What the MCP importer reads of a listed tool; the rest (``_meta``, ``icons``...) is not
 the contract's."""
@@ -111,10 +118,13 @@ class McpExecutor:
             # The session, not Client.call_tool: the latter re-lists and resends on a schema
             # mismatch, which would run a definition nobody approved.
             result = await session.call_tool(
-                self.tool, arguments, read_timeout_seconds=_CALL_TIMEOUT
+                self.tool,
+                arguments,
+                read_timeout_seconds=_CALL_TIMEOUT,
+                allow_input_required=True,
             )
         except MCPError as exc:
-            raise _protocol_failure(self._upstream, exc) from exc
+            raise _protocol_failure(self._upstream, self.tool, exc) from exc
         except (RuntimeError, ValidationError) as exc:
             raise ToolFailure(
                 f"MCP server {self._upstream.name!r} answered {self.tool} with an invalid "
@@ -129,6 +139,12 @@ class McpExecutor:
                 retryable=True,
                 effect_committed=None,
             ) from exc
+        if isinstance(result, types.InputRequiredResult):
+            asked = {request.method for request in (result.input_requests or {}).values()}
+            kinds = [kind for kind, (method, _) in _INPUT_REQUESTS.items() if method in asked]
+            raise _input_refused(
+                self._upstream.name, self.tool, kinds, "it answered input_required", None
+            )
         if result.is_error:
             raise _tool_error(self._upstream.name, self.tool, result)
         return _output(result)
@@ -350,10 +366,15 @@ def _session_of(client: Client | None) -> ClientSession | None:
         return None
 
 
-def _protocol_failure(upstream: McpUpstream, exc: MCPError) -> ToolFailure:
+def _protocol_failure(upstream: McpUpstream, tool: str, exc: MCPError) -> ToolFailure:
     """A JSON-RPC error is not the tool's answer: the call may never have run (a rejected
     request) or its effect is unknown (the connection died while it ran)."""
     where = f"MCP server {upstream.name!r}: {exc.error.message}"
+    asked = _asked_for_input(exc)
+    if asked is not None:
+        kinds, before_running = asked
+        said = f"it answered: {exc.error.message}"
+        return _input_refused(upstream.name, tool, kinds, said, False if before_running else None)
     if exc.error.code == types.CONNECTION_CLOSED:
         upstream.lost()
         return ToolFailure(
@@ -378,6 +399,54 @@ def _protocol_failure(upstream: McpUpstream, exc: MCPError) -> ToolFailure:
         category=ErrorCategory.UNAVAILABLE,
         retryable=True,
         effect_committed=None,
+    )
+
+
+def _asked_for_input(exc: MCPError) -> tuple[list[str], bool] | None:
+    """What client input a failed call asked for — elicitation, sampling, roots — and whether
+    it was refused before the tool ran; None when the failure is about something else.
+
+    The gateway declares none of these capabilities (it cannot pass them through to its own
+    client yet), so an upstream that checks falls back on its own. One that needs them anyway
+    fails in one of three ways: it answers -32021 (missing client capability, before running),
+    or its tool ends with the refusal it received: the SDK client's "... not supported" answer
+    to a 2025 request, or, on a 2026 connection, the SDK server's "cannot send
+    'elicitation/create'" (that era has no channel for server-initiated requests).
+    """
+    error = exc.error
+    if error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+        required = error.data.get("requiredCapabilities") if isinstance(error.data, dict) else None
+        names = [
+            kind for kind in _INPUT_REQUESTS if isinstance(required, dict) and kind in required
+        ]
+        return names, True
+    if error.code == types.INVALID_REQUEST:
+        names = [
+            kind
+            for kind, markers in _INPUT_REQUESTS.items()
+            if any(marker in error.message for marker in markers)
+        ]
+        if names:
+            return names, False
+    return None
+
+
+def _input_refused(
+    server: str, tool: str, kinds: Sequence[str], said: str, committed: bool | None
+) -> ToolFailure:
+    """An upstream needed input from the client that the gateway cannot pass through: not a
+    transient fault, so not retryable."""
+    what = " and ".join(kinds) or "input from the client"
+    return ToolFailure(
+        f"{tool} on MCP server {server!r} needs {what}, which toolkeeper does not pass "
+        f"through to its client yet ({said})",
+        category=ErrorCategory.UNAVAILABLE,
+        retryable=False,
+        effect_committed=committed,
+        suggested_fix=(
+            f"Do not retry: this tool cannot complete without {what}. Use another tool, or ask "
+            "the operator for one that does not need it."
+        ),
     )
 
 

@@ -22,7 +22,6 @@ import anyio.to_thread
 import uvicorn
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.routes import create_protected_resource_routes
-from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -43,6 +42,7 @@ from toolkeeper.gateway.config.settings import (
 from toolkeeper.gateway.loader import build_harness, check_reserved_names
 from toolkeeper.gateway.server import GatewayServer
 from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
+from toolkeeper.gateway.wire import MessageCheck, stdio_streams
 from toolkeeper.ledger.retention import apply_policy
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.reconciliation import Reconciliation
@@ -162,8 +162,9 @@ def _principals(config: GatewayConfig, transport: Transport) -> PrincipalResolve
 
 
 async def serve_stdio(server: GatewayServer) -> None:
-    """Serve one client over this process's stdin and stdout until it disconnects."""
-    async with stdio_server() as (read_stream, write_stream):
+    """Serve one client over this process's stdin and stdout until it disconnects; a line
+    that is no JSON-RPC message is answered with a JSON-RPC error (gateway/wire.py)."""
+    async with stdio_streams() as (read_stream, write_stream):
         await server.lowlevel.run(
             read_stream, write_stream, server.lowlevel.create_initialization_options()
         )
@@ -288,7 +289,7 @@ def http_app(
         stateless=http.stateless,
         security_settings=security,
     )
-    endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+    endpoint: ASGIApp = MessageCheck(StreamableHTTPASGIApp(manager))
     middleware: list[Middleware] = []
     extra_routes: list[BaseRoute] = []
     if verifier is not None:

@@ -44,6 +44,7 @@ def build_harness(config: GatewayConfig, *, recover: bool = True) -> Harness:
         recover=recover,
         foreign_intent_after=config.ledger.foreign_intent_after,
         argument_threshold=config.ledger.argument_threshold,
+        call_timeout=config.call_timeout,
     )
     try:
         load_tools(harness, config)

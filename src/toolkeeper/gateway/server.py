@@ -13,6 +13,9 @@ request (HTTP) by the era the client opens with:
   each connection's standalone channel (stdout, or the session's GET stream).
 - 2026-07-28: no handshake, no session; every request carries its own envelope. Change
   notifications reach only clients that opened a ``subscriptions/listen`` stream.
+
+Either way a client is told only when its own principal's listing changed: a change to tools
+it cannot see says nothing to it (not even that they exist).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from mcp_types import (
     CallToolResult,
     ListToolsResult,
     PaginatedRequestParams,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
     Tool,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -54,6 +59,7 @@ from toolkeeper.gateway.results import (
     refusal,
     tool_listing,
 )
+from toolkeeper.gateway.wire import sent_call, utf8_text
 from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope, Status, ToolError
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.invocation import Principal, Proposal
@@ -76,7 +82,8 @@ request serializes one page, however large the catalog."""
 MAX_CACHED_LISTINGS = 64
 """Serialized listings kept, one per principal view in use (least recently used out)."""
 MAX_TRACKED_SESSIONS = 10_000
-"""Handshake-era connections remembered for list-changed pushes (the SDK's session cap)."""
+"""Handshake-era connections remembered for list-changed pushes (the SDK's session cap), and
+principals whose listeners are tracked."""
 IDEMPOTENCY_KEY_META = "toolkeeper.dev/idempotency_key"
 """The ``_meta`` key of ``tools/call`` under which a client names its idempotency key: a
 retry that carries the same key (after a timeout, a lost connection, a gateway restart)
@@ -150,6 +157,20 @@ _EMPTY_PAGE = ListToolsResult(tools=[]).model_dump(by_alias=True, mode="json", e
 """A ``tools/list`` result's own fields in wire form, for pages assembled from cached tools."""
 
 
+@dataclass(slots=True)
+class _Audience:
+    """Who listens for one principal's listing — its 2025 connections (`GatewayServer`'s
+    sessions) and its 2026 ``subscriptions/listen`` streams (its own bus) — and the stamp of
+    the listing they were last told about."""
+
+    stamp: str
+    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
+    listen: ListenHandler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.listen = ListenHandler(self.bus)
+
+
 def _wire(tool: Tool) -> dict[str, Any]:
     return tool.model_dump(by_alias=True, mode="json", exclude_none=True)
 
@@ -185,14 +206,14 @@ class GatewayServer:
         self._local_ids = local_ids
         # stdio serves exactly one connection per process, so one id names its session.
         self._stdio_session = f"stdio-{uuid.uuid4().hex[:12]}" if stdio_session else None
-        self._bus = InMemorySubscriptionBus()
         self._listings: OrderedDict[tuple[int, Hashable], _Listing] = OrderedDict()
         self._wire_tools: dict[str, dict[str, Any] | None] = {}
         """Each listed ref's entry in wire form: a ref's content never changes (the registry
         refuses a second definition), so one serialization serves every listing after."""
         self._resume_tool = _wire(tool_listing([])[-1])
         self._output_schemas: dict[str, bool] = {}
-        self._sessions: dict[str, ServerSession] = {}
+        self._sessions: dict[str, tuple[Principal, ServerSession]] = {}
+        self._audiences: OrderedDict[Principal, _Audience] = OrderedDict()
         self.lowlevel = _Server(
             name,
             version=version,
@@ -204,7 +225,7 @@ class GatewayServer:
             get_tool_input_schema=lambda _name: None,
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             on_call_tool=self._call_tool,
-            on_subscriptions_listen=ListenHandler(self._bus),
+            on_subscriptions_listen=self._listen,
         )
         # Added by method rather than as `on_list_tools`, whose slot wants a model: a cached
         # page is already in its wire form.
@@ -293,9 +314,13 @@ class GatewayServer:
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult:
         principal = self._principal(ctx)
+        name, arguments, request_id = params.name, params.arguments, ctx.request_id
+        sent = sent_call(ctx.request)
+        if sent is not None:  # the SDK handled a copy it could parse; run what was sent
+            name, arguments, request_id = sent.name, sent.arguments, sent.request_id
         try:
-            if params.name == RESUME_TOOL:
-                envelope = await self._resume(params.arguments, principal)
+            if name == RESUME_TOOL:
+                envelope = await self._resume(arguments, principal)
             else:
                 key = (params.meta or {}).get(IDEMPOTENCY_KEY_META)
                 if key is not None and not (
@@ -308,10 +333,15 @@ class GatewayServer:
                         "Send one key per logical call, the same on every retry of it.",
                     )
                     return call_result(envelope)
-                call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex
-                arguments = params.arguments if params.arguments is not None else {}
+                # The call id travels on in the result and the ledger, both UTF-8: a lone
+                # surrogate in the JSON-RPC id is kept as its escape.
+                call_id = utf8_text(str(request_id)) if request_id is not None else uuid.uuid4().hex
                 proposal = Proposal(
-                    call_id, params.name, arguments, family="mcp", idempotency_key=key
+                    call_id,
+                    name,
+                    arguments if arguments is not None else {},
+                    family="mcp",
+                    idempotency_key=key,
                 )
                 envelope = await self.harness.invoke(
                     proposal, principal=principal, session=self._session_of(ctx)
@@ -319,7 +349,7 @@ class GatewayServer:
         except LedgerError as exc:
             # The pipeline answers every ledger fault it meets from the intent on; one that
             # escapes it came earlier (opening the ledger, reading an approval): nothing ran.
-            logger.warning("tools/call %r answered unavailable: %s", params.name, exc)
+            logger.warning("tools/call %r answered unavailable: %s", name, exc)
             error = ToolError(
                 category=ErrorCategory.UNAVAILABLE,
                 retryable=exc.transient,
@@ -405,18 +435,44 @@ class GatewayServer:
         """Keep a handle on each handshake-era connection, to push list_changed to it later."""
         if ctx.request_id is not None and ctx.method != "initialize":
             key = self._session_of(ctx)
-            if key is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            principal = self._principal_of(ctx.request)
+            legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            if key is not None and principal is not None and legacy:
+                self._audience(principal)
                 self._sessions.pop(key, None)
-                self._sessions[key] = ctx.session
+                self._sessions[key] = (principal, ctx.session)
                 if len(self._sessions) > MAX_TRACKED_SESSIONS:
                     del self._sessions[next(iter(self._sessions))]
         return await call_next(ctx)
 
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        """A 2026 ``subscriptions/listen`` stream, fed by its principal's own bus."""
+        return await self._audience(self._principal(ctx)).listen(ctx, params)
+
+    def _audience(self, principal: Principal) -> _Audience:
+        audience = self._audiences.get(principal)
+        if audience is None:
+            audience = self._audiences[principal] = _Audience(self._listing(principal).stamp)
+            if len(self._audiences) > MAX_TRACKED_SESSIONS:
+                self._audiences.popitem(last=False)
+        self._audiences.move_to_end(principal)
+        return audience
+
     async def notify_tools_changed(self) -> None:
-        """Tell every client that the tool list may have changed (it is a level trigger:
-        each client lists again and sees what its own principal may see)."""
-        await self._bus.publish(ToolsListChanged())
-        for key, session in list(self._sessions.items()):
+        """Tell the clients whose principal's listing changed that it did (a level trigger:
+        each lists again). A change to tools a principal cannot see is not announced to it."""
+        changed = set()
+        for principal, audience in list(self._audiences.items()):
+            stamp = self._listing(principal).stamp
+            if stamp != audience.stamp:
+                audience.stamp = stamp
+                changed.add(principal)
+                await audience.bus.publish(ToolsListChanged())
+        for key, (principal, session) in list(self._sessions.items()):
+            if principal not in changed and principal in self._audiences:
+                continue  # (an audience evicted over the cap cannot tell: notify)
             try:
                 with anyio.fail_after(1):
                     await session.send_tool_list_changed()

@@ -56,6 +56,8 @@ class Services:
     argument_threshold: int
     """Canonical-JSON bytes of recorded arguments above which the ledger row holds a
     reference to an artifact instead."""
+    call_timeout: float
+    """Seconds one executor attempt may take at most when its contract sets no timeout."""
 
 
 @dataclass(slots=True)

@@ -23,7 +23,7 @@ import anyio.to_thread
 
 from toolkeeper.artifacts.store import ArtifactStore
 from toolkeeper.contract.model import ToolContract
-from toolkeeper.errors import ApprovalError, ToolkeeperError
+from toolkeeper.errors import ApprovalError, ConfigError, ToolkeeperError
 from toolkeeper.executors import Executor
 from toolkeeper.ledger import (
     ApprovalStatus,
@@ -63,6 +63,9 @@ RESUME_WAIT = 30.0
 ARGUMENT_THRESHOLD = 64 * 1024
 """Default canonical-JSON bytes of recorded arguments above which the row references an
 artifact instead of holding them."""
+CALL_TIMEOUT = 300.0
+"""Default seconds one executor attempt may take when its contract sets no timeout: no call
+waits forever (an upstream that never answers, a hung function), whatever the contract says."""
 
 
 class Harness:
@@ -87,6 +90,7 @@ class Harness:
         resume_wait: float = RESUME_WAIT,
         foreign_intent_after: float = FOREIGN_INTENT_AFTER,
         argument_threshold: int = ARGUMENT_THRESHOLD,
+        call_timeout: float = CALL_TIMEOUT,
     ) -> None:
         """`derived_key_ttl`: seconds a derived idempotency key (a keyed call without a
         caller's key) keeps a settled outcome, None for good; a caller's own key keeps it for
@@ -112,6 +116,14 @@ class Harness:
         self.argument_threshold = argument_threshold
         """Canonical-JSON bytes over which a call's recorded arguments are stored as an
         artifact, the ledger row keeping its reference and digest."""
+        if not call_timeout > 0:
+            raise ConfigError(
+                f"call_timeout must be positive seconds, not {call_timeout!r}; every executor "
+                "call runs under a finite timeout",
+                key="call_timeout",
+                value=call_timeout,
+            )
+        self.call_timeout = call_timeout
         self._recover = recover
         self._services: Services | None = None
         self._opening = threading.Lock()
@@ -151,6 +163,7 @@ class Harness:
                     derived_key_ttl=self.derived_key_ttl,
                     resume_wait=self.resume_wait,
                     argument_threshold=self.argument_threshold,
+                    call_timeout=self.call_timeout,
                 )
                 if self._recover:
                     recover(ledger, foreign_after=self.foreign_intent_after)

@@ -30,7 +30,6 @@ answer, never an exception, and what is honest depends on whether an effect ran:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import inspect
@@ -468,7 +467,7 @@ async def approve(services: Services, call: Call) -> Call | Stop:
         request,
         approval_id=request.approval_id,
         conditions=[c.describe() for c in decision.conditions],
-        valid_for=_retry_budget(contract),
+        valid_for=_retry_budget(contract, call_timeout(services, contract)),
     )
     if approval is None:
         call.trail.add("approve", "not_required", grant_id=grant.grant_id)
@@ -485,12 +484,18 @@ async def approve(services: Services, call: Call) -> Call | Stop:
     return call
 
 
-def _retry_budget(contract: ToolContract) -> float:
-    """Seconds every attempt and pause of the call may take: its grant must outlive them,
-    since an out-of-process executor checks it again on each attempt."""
+def _retry_budget(contract: ToolContract, timeout: float) -> float:
+    """Seconds every attempt (`timeout` each) and pause of the call may take: its grant must
+    outlive them, since an out-of-process executor checks it again on each attempt."""
     attempts = contract.retry.max_attempts
     pauses = sum(contract.retry.delay(n) for n in range(1, attempts))
-    return (contract.timeout or 0.0) * attempts + pauses
+    return timeout * attempts + pauses
+
+
+def call_timeout(services: Services, contract: ToolContract) -> float:
+    """Seconds one attempt of `contract` may take: its own timeout, else the harness's
+    default, so no executor call is ever unbounded."""
+    return contract.timeout or services.call_timeout
 
 
 def _stale_reason(services: Services, call: Call) -> str | None:
@@ -691,7 +696,9 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
     while True:
         number += 1
         call.attempts = number  # a cancellation from here on knows how far it got
-        outcome = await attempt(entry, request.arguments, context_of(call, number))
+        outcome = await attempt(
+            entry, request.arguments, context_of(call, number), call_timeout(services, contract)
+        )
         call.trail.add(
             "dispatch",
             f"attempt_{outcome.kind}",
@@ -705,8 +712,10 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
         await anyio.sleep(contract.retry.delay(number))
 
 
-async def attempt(entry: ToolEntry, arguments: dict[str, Any], context: ToolContext) -> Outcome:
-    """One run of the executor; the contract's timeout covers the whole awaited call."""
+async def attempt(
+    entry: ToolEntry, arguments: dict[str, Any], context: ToolContext, timeout: float
+) -> Outcome:
+    """One run of the executor; `timeout` covers the whole awaited call."""
     contract = entry.contract
     assert entry.executor is not None
     writes = not contract.is_read_only
@@ -717,7 +726,7 @@ async def attempt(entry: ToolEntry, arguments: dict[str, Any], context: ToolCont
         return (time.perf_counter() - started) * 1000
 
     try:
-        with anyio.fail_after(contract.timeout) if contract.timeout else _UNBOUNDED:
+        with anyio.fail_after(timeout):
             output = await entry.executor.execute(arguments, context)
             while inspect.isawaitable(output):  # an async __call__ run as a plain function
                 output = await output
@@ -725,7 +734,7 @@ async def attempt(entry: ToolEntry, arguments: dict[str, Any], context: ToolCont
         error = ToolError(
             category=ErrorCategory.TIMEOUT,
             retryable=True,
-            message=f"{contract.id} did not finish within {contract.timeout} s",
+            message=f"{contract.id} did not finish within {timeout:g} s",
             effect_committed=unknown,
         )
         return Outcome("timed_out", error=error, effect_committed=unknown, latency_ms=elapsed())
@@ -749,10 +758,6 @@ async def attempt(entry: ToolEntry, arguments: dict[str, Any], context: ToolCont
         )
         return Outcome("error", error=error, effect_committed=unknown, latency_ms=elapsed())
     return Outcome("returned", output=output, effect_committed=writes, latency_ms=elapsed())
-
-
-_UNBOUNDED = contextlib.nullcontext()
-"""No timeout: a cancel scope costs more than the rest of a trivial read's dispatch."""
 
 
 def may_retry(contract: ToolContract, outcome: Outcome, attempt_number: int) -> bool:
@@ -879,6 +884,8 @@ def record_cancelled(services: Services, call: Call, stage: str) -> None:
         message=f"{name} was cancelled during {stage}",
         effect_committed=None if dispatched else False,
     )
+    if entry is not None:
+        error = unrepeatable(entry.contract, error)
     envelope = ResultEnvelope(
         status=Status.CANCELLED,
         error=error,
@@ -951,17 +958,36 @@ def _effect_state(contract: ToolContract, committed: bool | None) -> EffectState
     }[committed]
 
 
+UNKNOWN_EFFECT_FIX = (
+    "Do not repeat this call: it may already have taken effect, and it is not idempotent, so a "
+    "repeat could apply it twice. First check the target's current state (or ask the operator "
+    "to reconcile the call), then decide."
+)
+
+
+def unrepeatable(contract: ToolContract, error: ToolError) -> ToolError:
+    """`error` as the model may act on it: a failure whose effect is unknown on a write a
+    repeat could duplicate is never retryable (seed 000 §3), whatever the executor said —
+    a timeout, a connection lost after sending, a cancellation mid-flight. An idempotent or
+    keyed call keeps its flag: repeating it is safe."""
+    if error.effect_committed is not None or contract.is_read_only or contract.is_idempotent:
+        return error
+    if not error.retryable and error.suggested_fix:
+        return error  # already says not to repeat, in the executor's own words
+    return error.model_copy(update={"retryable": False, "suggested_fix": UNKNOWN_EFFECT_FIX})
+
+
 def judge(entry: ToolEntry, call_id: str, outcome: Outcome, verified: bool | None) -> Checked:
     """The check stage's rules over an outcome and a read-back, without I/O."""
     contract = entry.contract
     state = _effect_state(contract, outcome.effect_committed)
     if outcome.kind != "returned":
-        error = outcome.error
+        assert outcome.error is not None
         status = {"timed_out": Status.TIMED_OUT, "cancelled": Status.CANCELLED}.get(outcome.kind)
         if status is None:
             unknown = state is EffectState.UNKNOWN
             status = Status.EFFECT_UNKNOWN if unknown else Status.FAILED
-        return Checked(status, state, error=error)
+        return Checked(status, state, error=unrepeatable(contract, outcome.error))
     output, problems = entry.check_output(outcome.output)
     if problems:
         error = ToolError(

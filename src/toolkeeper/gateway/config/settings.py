@@ -11,6 +11,7 @@ except `home`: the ledger lives where you run toolkeeper, as with every ``--home
     tools = ["manuscripts"]              # modules of @toolkeeper.tool functions
     policies = ["policy.cedar"]          # Cedar files, on top of the shipped defaults
     stdio_principal = "editor"           # who a stdio client acts as
+    call_timeout = 60                    # seconds a tool call may take when nothing else says
 
     [principals.editor]
     tenant = "press"
@@ -64,6 +65,10 @@ from toolkeeper.ledger.retention import RetentionPolicy, parse_duration
 from toolkeeper.runtime.harness import ARGUMENT_THRESHOLD
 from toolkeeper.runtime.invocation import Principal
 from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER
+
+CALL_TIMEOUT = 60.0
+"""The gateway's default seconds per tool call: what MCP clients commonly wait before they give
+up on a request (the library's harness default is longer: there the caller is the program)."""
 
 
 class _Strict(BaseModel):
@@ -236,6 +241,14 @@ class GatewayConfig(_Strict):
     policies: list[Path] = Field(default_factory=list)
     principals: dict[str, PrincipalConfig] = Field(default_factory=dict)
     stdio_principal: str | None = None
+    call_timeout: float = Field(
+        default=CALL_TIMEOUT,
+        gt=0,
+        description=(
+            "Seconds one call of a tool may take when neither its contract nor its upstream's "
+            "call_timeout sets one."
+        ),
+    )
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
     http: HttpConfig = Field(default_factory=HttpConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)

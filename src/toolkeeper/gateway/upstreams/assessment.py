@@ -139,9 +139,14 @@ def _contract(
     tool: Mapping[str, Any], config: UpstreamConfig, contract_id: str, digest: str
 ) -> ToolContract:
     """The importer's cautious contract, with the operator's overrides on top; the pin hash
-    is the implementation digest, so a ledger record names the exact definition it ran."""
-    overrides = config.override(str(tool["name"])).contract_fields()
-    return from_mcp_tool(
-        pinned_definition(tool),
-        **{"id": contract_id, "version": "0.0.0", "implementation_digest": digest, **overrides},
-    )
+    is the implementation digest, so a ledger record names the exact definition it ran. The
+    server's `call_timeout` is each tool's timeout unless the tool's override sets one."""
+    fields: dict[str, Any] = {
+        "id": contract_id,
+        "version": "0.0.0",
+        "implementation_digest": digest,
+    }
+    if config.call_timeout is not None:
+        fields["timeout"] = config.call_timeout
+    fields |= config.override(str(tool["name"])).contract_fields()
+    return from_mcp_tool(pinned_definition(tool), **fields)

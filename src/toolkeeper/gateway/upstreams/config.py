@@ -88,6 +88,14 @@ class UpstreamConfig(BaseModel):
     )
     sandbox: Literal["none", "bubblewrap"] = "none"
     timeout: float = Field(default=30.0, gt=0, description="Seconds to connect and list.")
+    call_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Seconds one call of this server's tools may take, unless the tool's own `timeout` "
+            "override says otherwise; unset, the gateway's `call_timeout` applies."
+        ),
+    )
 
     @field_validator("namespace")
     @classmethod
@@ -253,7 +261,7 @@ def _config_error(prefix: str, entry: Any, exc: ValidationError) -> ConfigError:
     if first["type"] == "extra_forbidden":
         message = (
             f"unknown key; an entry takes command, args, env, cwd, url, headers, namespace, "
-            f"tools, scan, sandbox, timeout (got {first['loc'][-1]!r})"
+            f"tools, scan, sandbox, timeout, call_timeout (got {first['loc'][-1]!r})"
         )
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
     return ConfigError(f"{where}: {message}{more}", key=where, value=first.get("input"))
