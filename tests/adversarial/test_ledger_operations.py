@@ -502,6 +502,10 @@ def test_no_control_character_from_the_ledger_reaches_the_terminal(
         account=reason,
     )
     ledger.save_approval(approval)
+    # What the ledger's columns hold (a NUL or lone surrogate is stored as its escape) is
+    # what is shown; an approval's body is JSON and keeps the text as it was.
+    stored = ledger.get(request_id)
+    assert stored is not None
     ledger.close()
     listing = printed(capsys, "ledger", "list", "--home", str(home))
     shown = printed(capsys, "ledger", "show", request_id, "--home", str(home))
@@ -510,7 +514,7 @@ def test_no_control_character_from_the_ledger_reaches_the_terminal(
     assert len(listing) == 3 and len(approvals) == 3  # one line each, the count, the end
     for line in [*listing, *shown, *approvals, *approval_shown]:
         assert line.isprintable(), f"raw control character in {line!r}"
-    assert visible(request_id) in listing[0] and visible(tool) in listing[0]
+    assert visible(stored.request_id) in listing[0] and visible(stored.tool) in listing[0]
     assert visible(principal) in approvals[0] and visible(reason) in approval_shown[1]
 
 
