@@ -36,7 +36,9 @@ def build_harness(config: GatewayConfig) -> Harness:
         from toolkeeper.ledger.postgres import PostgresLedger
 
         ledger = PostgresLedger(dsn)
-    harness = Harness(home=config.home, policy=policy, ledger=ledger)
+    harness = Harness(
+        home=config.home, policy=policy, ledger=ledger, limits=config.limits.harness_limits()
+    )
     try:
         load_tools(harness, config)
     except BaseException:

@@ -53,7 +53,9 @@ from toolkeeper.gateway.results import (
     call_result,
     refusal,
     tool_listing,
+    withheld_result,
 )
+from toolkeeper.runtime import stages
 from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.invocation import Principal, Proposal
@@ -293,7 +295,14 @@ class GatewayServer:
             envelope = await self.harness.invoke(
                 proposal, principal=principal, session=self._session_of(ctx)
             )
-        return call_result(envelope, structured_content=self._full_result(envelope))
+        if not self._advertises_output(envelope):
+            return call_result(envelope)
+        ref, limit = envelope.artifact_refs[0], self.harness.limits.result_bytes
+        if ref.size > limit:
+            return withheld_result(envelope, limit)
+        # A stored result is read back to conform to the advertised schema: off the loop.
+        full = await stages.offload(self.harness.artifacts.get_json, ref)
+        return call_result(envelope, structured_content=full)
 
     async def _resume(
         self, arguments: Mapping[str, Any] | None, principal: Principal
@@ -318,21 +327,20 @@ class GatewayServer:
         except ApprovalError:
             return unknown
 
-    def _full_result(self, envelope: ResultEnvelope) -> dict[str, Any] | None:
-        """The whole stored result of a success whose projection stored it aside, when the
-        listing advertises an output schema the preview would not match; else None."""
+    def _advertises_output(self, envelope: ResultEnvelope) -> bool:
+        """Whether `envelope` is a success whose projection stored the result aside while
+        the listing advertises an output schema the preview would not match: the client
+        then needs the whole stored result."""
         provenance = envelope.provenance
         if not envelope.ok or not envelope.artifact_refs or provenance is None:
-            return None
+            return False
         ref = f"{provenance.tool_id}@{provenance.tool_version}"
         advertised = self._output_schemas.get(ref)
         if advertised is None:
             entry = self.harness.registry.get(ref)
             advertised = entry is not None and advertised_output_schema(entry.contract) is not None
             self._output_schemas[ref] = advertised
-        if not advertised:
-            return None
-        return self.harness.artifacts.get_json(envelope.artifact_refs[0])
+        return advertised
 
     # -- identity --------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from toolkeeper.runtime.approvals import Approvals
 from toolkeeper.runtime.envelope import EffectState, ResultEnvelope, Status, ToolError
 from toolkeeper.runtime.grants import Grant, GrantAuthority
 from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal
+from toolkeeper.runtime.limits import Limits
 from toolkeeper.runtime.registry import Registry, ToolEntry
 from toolkeeper.runtime.views import View
 from toolkeeper.secrets.providers import ResolvedSecrets, SecretBroker
@@ -49,6 +50,9 @@ class Services:
     hook_timeout: float
     """Seconds a verifier, resource-version reader or secret lookup may take at most when
     its contract sets no timeout of its own."""
+    limits: Limits
+    """How large arguments may be, and results inline; what is large enough to work on off
+    the event loop."""
 
 
 @dataclass(slots=True)
@@ -118,6 +122,7 @@ class Call:
     """Set when the call resumes after a human decision (it then enters at normalize)."""
     entry: ToolEntry | None = None  # resolve
     arguments: dict[str, Any] | None = None  # validate
+    argument_bytes: int = 0  # validate: their size as JSON, measured against the limits
     request: InvocationRequest | None = None  # normalize (approve adds the grant id)
     recorded_arguments: Any = None  # normalize: redacted, classified fields masked
     decision: PolicyDecision | None = None  # authorize

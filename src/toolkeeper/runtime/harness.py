@@ -47,6 +47,7 @@ from toolkeeper.runtime.envelope import (
 )
 from toolkeeper.runtime.grants import GrantAuthority
 from toolkeeper.runtime.invocation import Principal, Proposal, new_request_id
+from toolkeeper.runtime.limits import DEFAULT_LIMITS, Limits
 from toolkeeper.runtime.recording import base_record, envelope_for_record, recover
 from toolkeeper.runtime.registry import (
     Registry,
@@ -80,7 +81,10 @@ class Harness:
         grants: GrantAuthority | None = None,
         recover: bool = True,
         hook_timeout: float = HOOK_TIMEOUT,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
+        """`limits` bounds every call's arguments and what its result carries inline
+        (docs/limits.md); the defaults suit calls a model writes."""
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
         self._given_closed = False
@@ -93,6 +97,7 @@ class Harness:
         self.grants = grants or GrantAuthority()
         self.registry = Registry()
         self.hook_timeout = hook_timeout
+        self.limits = limits
         self._recover = recover
         self._services: Services | None = None
         self._opening = threading.Lock()
@@ -129,6 +134,7 @@ class Harness:
                     artifacts=self.artifacts,
                     grants=self.grants,
                     hook_timeout=self.hook_timeout,
+                    limits=self.limits,
                 )
                 if self._recover:
                     recover(ledger)

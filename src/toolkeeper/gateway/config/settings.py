@@ -21,6 +21,10 @@ except `home`: the ledger lives where you run toolkeeper, as with every ``--home
     host = "127.0.0.1"
     port = 8765
 
+    [limits]                             # optional; the defaults, see docs/limits.md
+    argument_bytes = 1048576
+    message_bytes = 4194304
+
     [mcpServers.search]                  # or mcpServers = "servers.json"; or [upstreams.search]
     command = "python"
     args = ["search_server.py"]
@@ -50,8 +54,10 @@ from pydantic import (
 
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.config.errors import config_error
+from toolkeeper.gateway.limits import DEFAULT_MESSAGE_BYTES
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.runtime.invocation import Principal
+from toolkeeper.runtime.limits import DEFAULT_LIMITS, MAX_ARGUMENT_DEPTH, Limits
 
 
 class _Strict(BaseModel):
@@ -159,6 +165,37 @@ class HttpConfig(_Strict):
         return self
 
 
+class LimitsConfig(_Strict):
+    """How large a call may be (docs/limits.md): the harness's `Limits`, plus the largest
+    JSON-RPC message the transports read."""
+
+    argument_bytes: int = Field(default=DEFAULT_LIMITS.argument_bytes, ge=1)
+    argument_depth: int = Field(default=DEFAULT_LIMITS.argument_depth, ge=1, le=MAX_ARGUMENT_DEPTH)
+    argument_items: int = Field(default=DEFAULT_LIMITS.argument_items, ge=1)
+    result_bytes: int = Field(default=DEFAULT_LIMITS.result_bytes, ge=1)
+    offload_bytes: int = Field(default=DEFAULT_LIMITS.offload_bytes, ge=1)
+    message_bytes: int = Field(
+        default=DEFAULT_MESSAGE_BYTES,
+        ge=1,
+        description="The largest HTTP request body or stdio line read; larger ones are refused "
+        "unparsed.",
+    )
+
+    @model_validator(mode="after")
+    def _room_for_arguments(self) -> LimitsConfig:
+        if self.message_bytes <= self.argument_bytes:
+            raise ValueError(
+                f"message_bytes ({self.message_bytes}) must be larger than argument_bytes "
+                f"({self.argument_bytes}), so that a call over the argument limit still parses "
+                "and is answered with a tool error; e.g. message_bytes = "
+                f"{4 * self.argument_bytes}"
+            )
+        return self
+
+    def harness_limits(self) -> Limits:
+        return Limits(**self.model_dump(exclude={"message_bytes"}))
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -182,6 +219,7 @@ class GatewayConfig(_Strict):
     stdio_principal: str | None = None
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     base_dir: Path = Field(default=Path("."), exclude=True)
     """The configuration file's directory, which relative `tools` and `policies` live in."""
 
