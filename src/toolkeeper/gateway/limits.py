@@ -22,7 +22,12 @@ from typing import IO, Any, Final, cast
 
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_REQUEST, RequestParams
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    INVALID_REQUEST,
+    PROTOCOL_VERSION_META_KEY,
+    RequestParams,
+)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkeeper.runtime.limits import MIB
@@ -102,7 +107,12 @@ _REQUEST_ID = re.compile(
 )
 """A request's id where clients write it, before its method (``{"jsonrpc":"2.0","id":7,
 "method":...``): read from the start of an oversized line, which is never parsed whole."""
-_HEAD: Final = 512
+_PROTOCOL_VERSION = re.compile(
+    rb'"' + re.escape(PROTOCOL_VERSION_META_KEY.encode()) + rb'"\s*:\s*"([0-9A-Za-z.-]{1,32})"'
+)
+"""The protocol version a 2026-07-28 request carries in ``_meta`` (which the SDK writes
+first), without which the SDK would refuse the replacement request for its envelope."""
+_HEAD: Final = 2048
 _CHUNK: Final = 64 * 1024
 
 
@@ -149,7 +159,13 @@ class BoundedLines(io.TextIOBase):
             logger.warning("skipped a stdio line: %s", _too_large(seen, self._max))
             request = _REQUEST_ID.match(head)
             if request is not None:
-                params = {"size": seen, "limit": self._max}
+                params: dict[str, Any] = {"size": seen, "limit": self._max}
+                version = _PROTOCOL_VERSION.search(head)
+                if version is not None:  # a 2026 request is refused without its envelope
+                    params["_meta"] = {
+                        PROTOCOL_VERSION_META_KEY: version.group(1).decode(),
+                        CLIENT_CAPABILITIES_META_KEY: {},
+                    }
                 return (
                     f'{{"jsonrpc":"2.0","id":{request.group(1).decode()},'
                     f'"method":"{OVERSIZED_METHOD}","params":{json.dumps(params)}}}\n'
