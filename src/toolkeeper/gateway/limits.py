@@ -110,8 +110,9 @@ _REQUEST_ID = re.compile(
 _PROTOCOL_VERSION = re.compile(
     rb'"' + re.escape(PROTOCOL_VERSION_META_KEY.encode()) + rb'"\s*:\s*"([0-9A-Za-z.-]{1,32})"'
 )
-"""The protocol version a 2026-07-28 request carries in ``_meta`` (which the SDK writes
-first), without which the SDK would refuse the replacement request for its envelope."""
+"""The protocol version a 2026-07-28 request carries in ``_meta``, read from the start or the
+end of the line (clients write ``_meta`` first or last): without it the SDK would refuse the
+replacement request for its missing envelope instead of for its size."""
 _HEAD: Final = 2048
 _CHUNK: Final = 64 * 1024
 
@@ -152,15 +153,16 @@ class BoundedLines(io.TextIOBase):
             line = self._stream.readline(self._max + 1)
             if len(line) <= self._max or line.endswith(b"\n"):
                 return line.decode("utf-8", "replace")  # as the SDK decodes stdin
-            head, seen = line[:_HEAD], len(line)
+            head, tail, seen = line[:_HEAD], line[-_HEAD:], len(line)
             while line and not line.endswith(b"\n"):
                 line = self._stream.readline(_CHUNK)
                 seen += len(line)
+                tail = (tail + line)[-_HEAD:]
             logger.warning("skipped a stdio line: %s", _too_large(seen, self._max))
             request = _REQUEST_ID.match(head)
             if request is not None:
                 params: dict[str, Any] = {"size": seen, "limit": self._max}
-                version = _PROTOCOL_VERSION.search(head)
+                version = _PROTOCOL_VERSION.search(head) or _PROTOCOL_VERSION.search(tail)
                 if version is not None:  # a 2026 request is refused without its envelope
                     params["_meta"] = {
                         PROTOCOL_VERSION_META_KEY: version.group(1).decode(),

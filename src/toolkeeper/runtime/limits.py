@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json.encoder
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final, NamedTuple
@@ -215,6 +216,10 @@ def admit(raw: Any, limits: Limits) -> tuple[Any, int] | Breach:
             return Breach("argument_bytes", limits.argument_bytes, sent)
         parsed = parse_arguments(raw)
         if isinstance(parsed, Unreadable):
+            # The parser gives up on deep nesting as on any bad text; say which it was.
+            deeper = _nesting_over(raw, limits.argument_depth)
+            if deeper is not None:
+                return Breach("argument_depth", limits.argument_depth, deeper)
             return raw, sent
     else:
         parsed = raw
@@ -227,6 +232,26 @@ def admit(raw: Any, limits: Limits) -> tuple[Any, int] | Breach:
     if isinstance(size, Breach):
         return size
     return parsed, size.bytes
+
+
+_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+"""A string literal (skipped whole) or a bracket, in JSON text."""
+
+
+def _nesting_over(raw: str | bytes | bytearray, max_depth: int) -> int | None:
+    """The depth past `max_depth` that unparsed JSON text reaches, or None; the scan stops
+    there, so deep text costs `max_depth` brackets."""
+    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "replace")
+    depth = 0
+    for token in _STRUCTURE.finditer(text):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            if depth > max_depth:
+                return depth
+        elif bracket in ("]", "}"):
+            depth -= 1
+    return None
 
 
 def _utf8_length(text: str) -> int:
