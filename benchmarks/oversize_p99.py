@@ -7,7 +7,9 @@ call after another. The hostile principal is a second process sending prebuilt b
 httpx, as an attacker would (no client-side serialization), round robin:
 
   body     4.6 MB, 200k keys: over message_bytes, refused unread (HTTP 413, JSON-RPC error)
-  keys     2.2 MB, 200k keys: parses, then refused by argument_items (a tool error)
+  keys     2.0 MB, 150k keys, just under message_bytes: the SDK parses it (on the event
+           loop: the costliest body the gateway accepts), then argument_items refuses it
+  deep     100k levels of nesting: the SDK's parser refuses it (JSON-RPC parse error)
   string   900 KB in one string: allowed; validated and digested on a worker thread
   wide     9,000 keys (~180 KB): allowed; the same, with 9,000 keys to walk
 
@@ -127,15 +129,16 @@ def hostile_client(url: str) -> Iterator[subprocess.Popen[bytes]]:
 def hostile_bodies() -> list[tuple[str, bytes]]:
     def call(arguments: object) -> bytes:
         params = {"_meta": META, "name": "store", "arguments": arguments}
-        return json.dumps(
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-        ).encode()
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        return json.dumps(message, separators=(",", ":")).encode()  # as compact as clients
 
     many = {f"k{i:06d}": "v" * 10 for i in range(200_000)}
-    few = {f"k{i:06d}": 1 for i in range(200_000)}
+    dense = {f"k{i:06d}": 1 for i in range(150_000)}
+    deep = call({"data": "DEEP"}).replace(b'"DEEP"', b"[" * 100_000 + b"]" * 100_000)
     return [
         ("body", call({"data": many})),
-        ("keys", call({"data": few})),
+        ("keys", call({"data": dense})),
+        ("deep", deep),
         ("string", call({"data": {"text": "x" * 900_000}})),
         ("wide", call({"data": {f"k{i:05d}": "v" * 10 for i in range(9_000)}})),
     ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json.encoder
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final, NamedTuple
 
@@ -298,28 +298,36 @@ def _leaf_bytes(value: Any) -> int:
 _LONG: Final = 1 << 64
 
 
-def bound_error(error: ToolError) -> ToolError:
-    """`error` cut to a size an envelope and a ledger row can carry: at most
-    `MAX_FIELD_ERRORS` field errors, `MAX_ERROR_TEXT` characters of message and fix, and
-    `MAX_FIELD_TEXT` of each field error's message (which may quote the offending value).
-    Ten thousand wrong values once came back as a 30 MB error."""
+def bound_error(error: ToolError, redact: Callable[[Any], Any]) -> ToolError:
+    """`error` as a caller and the ledger may see it: secrets scrubbed by `redact`, then cut
+    to at most `MAX_FIELD_ERRORS` field errors, `MAX_ERROR_TEXT` characters of message and
+    fix, and `MAX_FIELD_TEXT` of each field error's message and expected value (a message may
+    quote the offending value). Ten thousand wrong values once came back as a 30 MB error.
+
+    Surplus field errors are dropped before redaction (dropping whole entries cannot split a
+    secret, and the rest need not be scrubbed); text is cut after it, so no cut splits one."""
     errors = error.field_errors
+    if len(errors) > MAX_FIELD_ERRORS:
+        error = error.model_copy(
+            update={
+                "message": f"{error.message} (the first {MAX_FIELD_ERRORS} of {len(errors)} "
+                "are listed)",
+                "field_errors": errors[:MAX_FIELD_ERRORS],
+            }
+        )
+    error = ToolError.model_validate(redact(error.model_dump()))
     message, fix = error.message, error.suggested_fix
     if (
-        len(errors) <= MAX_FIELD_ERRORS
-        and len(message) <= MAX_ERROR_TEXT
+        len(message) <= MAX_ERROR_TEXT
         and (fix is None or len(fix) <= MAX_ERROR_TEXT)
-        and all(_small(field) for field in errors)
+        and all(_small(field) for field in error.field_errors)
     ):
         return error
-    if len(errors) > MAX_FIELD_ERRORS:
-        message = f"{message} (the first {MAX_FIELD_ERRORS} of {len(errors)} are listed)"
-        errors = errors[:MAX_FIELD_ERRORS]
     return error.model_copy(
         update={
             "message": _cut(message, MAX_ERROR_TEXT),
             "suggested_fix": _cut(fix, MAX_ERROR_TEXT) if fix is not None else None,
-            "field_errors": tuple(_bound_field(field) for field in errors),
+            "field_errors": tuple(_bound_field(field) for field in error.field_errors),
         }
     )
 

@@ -849,8 +849,8 @@ async def project(services: Services, call: Call) -> Call | Stop:
     assert entry is not None and request is not None and checked is not None
     contract = entry.contract
     error = checked.error
-    if error is not None:  # redacted before it is cut, so no cut can split a secret
-        error = bound_error(ToolError.model_validate(services.redactor.redact(error.model_dump())))
+    if error is not None:
+        error = bound_error(error, services.redactor.redact)
     summary = error.message if error else ""
     content: dict[str, Any] | None = None
     refs: tuple[ArtifactRef, ...] = ()
@@ -907,9 +907,7 @@ async def record(services: Services, call: Call, stop: Stop | None) -> ResultEnv
     elif stop.envelope is not None:
         envelope = stop.envelope
     else:
-        error = bound_error(
-            ToolError.model_validate(services.redactor.redact(stop.error.model_dump()))
-        )
+        error = bound_error(stop.error, services.redactor.redact)
         contract = call.entry.contract if call.entry is not None else None
         envelope = ResultEnvelope(
             status=stop.status,

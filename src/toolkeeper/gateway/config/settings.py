@@ -23,7 +23,7 @@ except `home`: the ledger lives where you run toolkeeper, as with every ``--home
 
     [limits]                             # optional; the defaults, see docs/limits.md
     argument_bytes = 1048576
-    message_bytes = 4194304
+    message_bytes = 2097152
 
     [mcpServers.search]                  # or mcpServers = "servers.json"; or [upstreams.search]
     command = "python"
@@ -188,7 +188,7 @@ class LimitsConfig(_Strict):
                 f"message_bytes ({self.message_bytes}) must be larger than argument_bytes "
                 f"({self.argument_bytes}), so that a call over the argument limit still parses "
                 "and is answered with a tool error; e.g. message_bytes = "
-                f"{4 * self.argument_bytes}"
+                f"{2 * self.argument_bytes}"
             )
         return self
 
