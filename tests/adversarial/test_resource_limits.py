@@ -6,6 +6,7 @@ refuses oversized messages before parsing them, with an error naming the limit."
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -29,6 +30,7 @@ from toolkeeper import ErrorCategory, Principal, Proposal, Status, ToolContract,
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.app import open_gateway, serve_http
 from toolkeeper.gateway.config.settings import load_config
+from toolkeeper.gateway.limits import OVERSIZED_METHOD, BoundedLines
 from toolkeeper.ledger import InvocationRecord
 from toolkeeper.ledger.sqlite import SQLiteLedger
 from toolkeeper.policy import CedarPolicyEngine
@@ -573,3 +575,24 @@ async def test_the_gateway_over_stdio_refuses_an_oversized_line_unread(
     )
     async with Client(parameters, mode=mode) as client:
         await check_message_limits(client, tmp_path / "home")
+
+
+def test_an_oversized_stdio_line_is_skipped_and_its_request_refused_by_id() -> None:
+    """A request over the bound becomes a refusal for its id; a notification (no id) is
+    dropped; the lines around them pass unchanged."""
+    ok = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    big_request = (
+        b'{"jsonrpc":"2.0","id":"a\\"b","method":"tools/call","params":{"x":"'
+        + (b"y" * 300_000)
+        + b'"}}\n'
+    )
+    big_notification = (
+        b'{"jsonrpc":"2.0","method":"notifications/x","params":{"x":"' + (b"y" * 300_000) + b'"}}\n'
+    )
+    lines = BoundedLines(io.BytesIO(ok + big_request + big_notification + ok), 1_000)
+    assert lines.readline() == ok.decode()
+    refusal = json.loads(lines.readline())
+    assert refusal["id"] == 'a"b' and refusal["method"] == OVERSIZED_METHOD
+    assert refusal["params"]["size"] == len(big_request) and refusal["params"]["limit"] == 1_000
+    assert lines.readline() == ok.decode()  # the notification was dropped
+    assert lines.readline() == ""

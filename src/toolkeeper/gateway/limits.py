@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Final, cast
@@ -172,7 +173,7 @@ class BoundedLines(io.TextIOBase):
                         CLIENT_CAPABILITIES_META_KEY: {},
                     }
                 return (
-                    f'{{"jsonrpc":"2.0","id":{request.group(1).decode()},'
+                    f'{{"jsonrpc":"2.0","id":{request.group(1).decode("utf-8", "replace")},'
                     f'"method":"{OVERSIZED_METHOD}","params":{json.dumps(params)}}}\n'
                 )
 
@@ -186,7 +187,11 @@ def bounded_stdin(max_bytes: int) -> Iterator[IO[str]]:
     so this does the same: the wire moves to a private descriptor and fd 0 reads EOF until
     the transport is done.
     """
-    wire = os.dup(0)
+    try:
+        wire = os.dup(0)
+    except OSError:  # no descriptor 0 to divert (as the SDK, serve what sys.stdin holds)
+        yield cast(IO[str], BoundedLines(sys.stdin.buffer, max_bytes))
+        return
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
