@@ -78,7 +78,7 @@ async def _stdio(config: GatewayConfig) -> None:
     from toolkeeper.gateway.app import open_gateway, serve_stdio
 
     async with open_gateway(config, transport="stdio") as server:
-        await serve_stdio(server)
+        await serve_stdio(server, max_message_bytes=config.limits.message_bytes)
 
 
 async def _http(config: GatewayConfig, address: tuple[str, int] | None) -> None:

@@ -39,6 +39,12 @@ from toolkeeper.gateway.config.settings import (
     OAuthConfig,
     is_loopback,
 )
+from toolkeeper.gateway.limits import (
+    DEFAULT_MESSAGE_BYTES,
+    MessageLimit,
+    bounded_stdin,
+    refuse_oversized,
+)
 from toolkeeper.gateway.loader import build_harness, check_reserved_names
 from toolkeeper.gateway.server import GatewayServer
 from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
@@ -161,13 +167,18 @@ def _principals(config: GatewayConfig, transport: Transport) -> PrincipalResolve
     return PrincipalResolver(known={name: config.principal(name) for name in config.principals})
 
 
-async def serve_stdio(server: GatewayServer) -> None:
+async def serve_stdio(
+    server: GatewayServer, *, max_message_bytes: int = DEFAULT_MESSAGE_BYTES
+) -> None:
     """Serve one client over this process's stdin and stdout until it disconnects; a line
-    that is no JSON-RPC message is answered with a JSON-RPC error (gateway/wire.py)."""
-    async with stdio_streams() as (read_stream, write_stream):
-        await server.lowlevel.run(
-            read_stream, write_stream, server.lowlevel.create_initialization_options()
-        )
+    over `max_message_bytes` is refused unread, and one that is no JSON-RPC message is
+    answered with a JSON-RPC error (gateway/wire.py)."""
+    refuse_oversized(server.lowlevel)
+    with bounded_stdin(max_message_bytes) as stdin:
+        async with stdio_streams(stdin=anyio.wrap_file(stdin)) as (read_stream, write_stream):
+            await server.lowlevel.run(
+                read_stream, write_stream, server.lowlevel.create_initialization_options()
+            )
 
 
 async def serve_http(
@@ -188,7 +199,13 @@ async def serve_http(
     listener = _listen(http.host, http.port)
     url_host = f"[{http.host}]" if ":" in http.host else http.host
     url = f"http://{url_host}:{listener.getsockname()[1]}{http.path}"
-    app = http_app(server, http, verifier=_verifier(config, http), on_ready=lambda: on_ready(url))
+    app = http_app(
+        server,
+        http,
+        verifier=_verifier(config, http),
+        on_ready=lambda: on_ready(url),
+        max_message_bytes=config.limits.message_bytes,
+    )
     uvicorn_config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
     )
@@ -273,8 +290,10 @@ def http_app(
     *,
     verifier: TokenVerifier | None,
     on_ready: Callable[[], None] = lambda: None,
+    max_message_bytes: int = DEFAULT_MESSAGE_BYTES,
 ) -> Starlette:
-    """The ASGI app: the MCP endpoint at `http.path`, authenticated by `verifier` (None: open)."""
+    """The ASGI app: the MCP endpoint at `http.path`, authenticated by `verifier` (None: open);
+    a request body over `max_message_bytes` is refused before it is parsed."""
     security = None
     if is_loopback(http.host):
         loopback = ("127.0.0.1", "localhost", "[::1]")
@@ -288,8 +307,11 @@ def http_app(
         json_response=http.json_response,
         stateless=http.stateless,
         security_settings=security,
+        max_request_body_size=max_message_bytes,
     )
-    endpoint: ASGIApp = MessageCheck(StreamableHTTPASGIApp(manager))
+    endpoint: ASGIApp = MessageLimit(
+        MessageCheck(StreamableHTTPASGIApp(manager)), max_message_bytes
+    )
     middleware: list[Middleware] = []
     extra_routes: list[BaseRoute] = []
     if verifier is not None:

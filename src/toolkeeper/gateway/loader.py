@@ -45,6 +45,7 @@ def build_harness(config: GatewayConfig, *, recover: bool = True) -> Harness:
         foreign_intent_after=config.ledger.foreign_intent_after,
         argument_threshold=config.ledger.argument_threshold,
         call_timeout=config.call_timeout,
+        limits=config.limits.harness_limits(),
     )
     try:
         load_tools(harness, config)

@@ -101,6 +101,28 @@ def call_result(
     )
 
 
+def withheld_result(envelope: ResultEnvelope, limit: int) -> CallToolResult:
+    """A success whose whole result is over `limit` bytes, the most a response carries
+    inline: it cannot travel as ``structuredContent`` (which must match the advertised output
+    schema, so a preview would not do), so it is flagged ``isError`` — the one shape a client
+    does not validate — with the envelope, and the text says that the call succeeded and
+    where its result is stored."""
+    ref = envelope.artifact_refs[0]
+    result = call_result(envelope)
+    note = (
+        f"\nnote: the call succeeded; do not repeat it. Its result ({ref.size} bytes) is over "
+        f"the gateway's inline limit of {limit} bytes (result_bytes), so it is stored as "
+        f"{ref.uri} and not sent here."
+    )
+    return result.model_copy(
+        update={
+            "content": [TextContent(type="text", text=envelope.to_model_text() + note)],
+            "structured_content": envelope.model_dump(mode="json", exclude_none=True),
+            "is_error": True,
+        }
+    )
+
+
 def refusal(category: ErrorCategory, message: str, fix: str) -> ResultEnvelope:
     """An envelope for a gateway-level refusal that never reached the pipeline (nothing ran)."""
     error = ToolError(category=category, message=message, suggested_fix=fix)

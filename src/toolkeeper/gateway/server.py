@@ -58,8 +58,10 @@ from toolkeeper.gateway.results import (
     call_result,
     refusal,
     tool_listing,
+    withheld_result,
 )
 from toolkeeper.gateway.wire import sent_call, utf8_text
+from toolkeeper.runtime import stages
 from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope, Status, ToolError
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.invocation import Principal, Proposal
@@ -358,7 +360,15 @@ class GatewayServer:
                 effect_committed=False,
             )
             envelope = ResultEnvelope(status=Status.FAILED, error=error, summary=error.message)
-        result = call_result(envelope, structured_content=self._full_result(envelope))
+        if envelope.ok and envelope.artifact_refs and self._advertises(envelope):
+            # The projection stored the result aside, and the preview would not match the
+            # advertised output schema: the client needs the whole stored result.
+            ref, limit = envelope.artifact_refs[0], self.harness.limits.result_bytes
+            if ref.size > limit:
+                return withheld_result(envelope, limit)
+            full = await stages.offload(self.harness.artifacts.get_json, ref)
+            return call_result(envelope, structured_content=full)
+        result = call_result(envelope)
         if envelope.ok and result.structured_content is None and self._advertises(envelope):
             # A success without output — a call settled by reconciliation: its effect confirmed
             # by read-back, its output lost with the process that ran it — cannot meet the
@@ -390,13 +400,6 @@ class GatewayServer:
             return await self.harness.resume(approval_id, principal=principal)
         except ApprovalError:
             return unknown
-
-    def _full_result(self, envelope: ResultEnvelope) -> dict[str, Any] | None:
-        """The whole stored result of a success whose projection stored it aside, when the
-        listing advertises an output schema the preview would not match; else None."""
-        if not envelope.ok or not envelope.artifact_refs or not self._advertises(envelope):
-            return None
-        return self.harness.artifacts.get_json(envelope.artifact_refs[0])
 
     def _advertises(self, envelope: ResultEnvelope) -> bool:
         """Whether the listing shows an output schema for the tool that answered."""

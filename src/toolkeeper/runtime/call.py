@@ -24,6 +24,7 @@ from toolkeeper.runtime.approvals import Approvals
 from toolkeeper.runtime.envelope import EffectState, ResultEnvelope, Status, ToolError
 from toolkeeper.runtime.grants import Grant, GrantAuthority
 from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal
+from toolkeeper.runtime.limits import Limits
 from toolkeeper.runtime.registry import Registry, ToolEntry
 from toolkeeper.runtime.views import View
 from toolkeeper.secrets.providers import ResolvedSecrets, SecretBroker
@@ -58,6 +59,9 @@ class Services:
     reference to an artifact instead."""
     call_timeout: float
     """Seconds one executor attempt may take at most when its contract sets no timeout."""
+    limits: Limits
+    """How large arguments may be, and results inline; what is large enough to work on off
+    the event loop."""
 
 
 @dataclass(slots=True)
@@ -130,6 +134,7 @@ class Call:
     """Set when the call resumes after a human decision (it then enters at normalize)."""
     entry: ToolEntry | None = None  # resolve
     arguments: dict[str, Any] | None = None  # validate
+    argument_bytes: int = 0  # validate: their size as JSON, measured against the limits
     request: InvocationRequest | None = None  # normalize (approve adds the grant id)
     recorded_arguments: Any = None  # normalize: redacted, classified fields masked
     row_arguments: Any = None  # normalize: recorded_arguments, or their artifact reference

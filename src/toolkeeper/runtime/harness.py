@@ -41,6 +41,7 @@ from toolkeeper.runtime.envelope import (
 )
 from toolkeeper.runtime.grants import GrantAuthority
 from toolkeeper.runtime.invocation import Principal, Proposal, new_request_id
+from toolkeeper.runtime.limits import DEFAULT_LIMITS, Limits
 from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER, Reconciliation, recover
 from toolkeeper.runtime.recording import base_record
 from toolkeeper.runtime.registry import (
@@ -91,11 +92,14 @@ class Harness:
         foreign_intent_after: float = FOREIGN_INTENT_AFTER,
         argument_threshold: int = ARGUMENT_THRESHOLD,
         call_timeout: float = CALL_TIMEOUT,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         """`derived_key_ttl`: seconds a derived idempotency key (a keyed call without a
         caller's key) keeps a settled outcome, None for good; a caller's own key keeps it for
         good. `resume_wait`: seconds a resume waits for the outcome of the same call another
-        resume is running before answering that it still runs."""
+        resume is running before answering that it still runs. `limits` bounds every call's
+        arguments and what its result carries inline (docs/limits.md); the defaults suit
+        calls a model writes."""
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
         self._given_closed = False
@@ -124,6 +128,7 @@ class Harness:
                 value=call_timeout,
             )
         self.call_timeout = call_timeout
+        self.limits = limits
         self._recover = recover
         self._services: Services | None = None
         self._opening = threading.Lock()
@@ -164,6 +169,7 @@ class Harness:
                     resume_wait=self.resume_wait,
                     argument_threshold=self.argument_threshold,
                     call_timeout=self.call_timeout,
+                    limits=self.limits,
                 )
                 if self._recover:
                     recover(ledger, foreign_after=self.foreign_intent_after)

@@ -70,6 +70,7 @@ from toolkeeper.runtime.invocation import (
     arguments_digest,
     canonical_json,
 )
+from toolkeeper.runtime.limits import Breach, admit, bound_error, larger_than
 from toolkeeper.runtime.recording import OWNER, execution_meta, provenance
 from toolkeeper.runtime.registry import ToolEntry
 from toolkeeper.secrets.providers import ResolvedSecrets
@@ -192,9 +193,31 @@ async def resolve(services: Services, call: Call) -> Call | Stop:
 
 
 async def validate(services: Services, call: Call) -> Call | Stop:
-    """Parse and check the arguments; every violation reported with a path and a fix."""
+    """Measure the arguments against the limits, then parse and check them; every violation
+    reported with a path and a fix. Arguments over a limit are refused before any heavy
+    work, and large ones are validated off the event loop."""
     assert call.entry is not None
-    result = call.entry.validator.validate(call.proposal.arguments)
+    limits, raw = services.limits, call.proposal.arguments
+    text = raw if isinstance(raw, str | bytes | bytearray) else ""
+    # Text is parsed to be measured; large text is parsed off the loop.
+    if len(text) > limits.offload_bytes:
+        admitted = await offload(admit, raw, limits)
+    else:
+        admitted = admit(raw, limits)
+    if isinstance(admitted, Breach):
+        call.trail.add(
+            "validate",
+            "over_limit",
+            limit=admitted.limit,
+            allowed=admitted.allowed,
+            found=admitted.found,
+        )
+        return Stop(Status.REJECTED, admitted.error())
+    arguments, call.argument_bytes = admitted
+    if call.argument_bytes > limits.offload_bytes:
+        result = await offload(call.entry.validator.validate, arguments)
+    else:
+        result = call.entry.validator.validate(arguments)
     if result.error is not None or result.arguments is None:
         error = result.error or ToolError(
             category=ErrorCategory.INVALID_ARGUMENT, message="arguments are invalid"
@@ -285,8 +308,12 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
     contract = call.entry.contract
     arguments = call.arguments
     assert arguments is not None
+    large = call.argument_bytes > services.limits.offload_bytes
     try:
-        digest = arguments_digest(arguments)
+        if large:
+            digest = await offload(arguments_digest, arguments)
+        else:
+            digest = arguments_digest(arguments)
     except UnicodeEncodeError as exc:  # a lone surrogate, which JSON escapes can carry
         call.trail.add("normalize", "invalid", reason="not UTF-8 text")
         return reject(
@@ -321,9 +348,10 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
         risk=_RISK[contract.effective_side_effect.value],
     )
     call.request = request
-    call.recorded_arguments = services.redactor.redact(
-        redact_classified(arguments, contract, contract.data_classification.inputs)
-    )
+    if large:
+        call.recorded_arguments = await offload(recorded_arguments, services, contract, arguments)
+    else:
+        call.recorded_arguments = recorded_arguments(services, contract, arguments)
     call.row_arguments = await _row_arguments(services, call.recorded_arguments)
     if call.entry.resource_version is not None:
         versions = await _read_versions(services, call)
@@ -349,6 +377,15 @@ async def _row_arguments(services: Services, recorded: Any) -> Any:
         )
     )
     return aside_value(ref)
+
+
+def recorded_arguments(
+    services: Services, contract: ToolContract, arguments: dict[str, Any]
+) -> Any:
+    """The arguments as the ledger row and an approval keep them: secret-classified fields
+    masked, known secret values redacted."""
+    inputs = contract.data_classification.inputs
+    return services.redactor.redact(redact_classified(arguments, contract, inputs))
 
 
 async def _read_versions(services: Services, call: Call) -> dict[str, str] | Stop:
@@ -916,7 +953,11 @@ async def check(services: Services, call: Call) -> Call | Stop:
     verified = None
     if outcome.kind == "returned" and entry.verifier is not None:
         verified = await _verify(services, call)
-    checked = judge(entry, call.request.call_id, outcome, verified)
+    # Serializing and checking a large output is CPU work: off the loop.
+    if larger_than(outcome.output, services.limits.offload_bytes):
+        checked = await offload(judge, entry, call.request.call_id, outcome, verified)
+    else:
+        checked = judge(entry, call.request.call_id, outcome, verified)
     call.trail.add("check", checked.status.value, effect_state=checked.effect_state.value)
     call.checked = checked
     return call
@@ -1030,21 +1071,25 @@ async def project(services: Services, call: Call) -> Call | Stop:
     contract = entry.contract
     error = checked.error
     if error is not None:
-        error = ToolError.model_validate(services.redactor.redact(error.model_dump()))
+        error = bound_error(error, services.redactor.redact)
     summary = error.message if error else ""
     content: dict[str, Any] | None = None
     refs: tuple[ArtifactRef, ...] = ()
     if checked.output is not None:
-        output = services.redactor.redact(
-            redact_classified(checked.output, contract, contract.data_classification.outputs)
-        )
         projection = contract.result_projection
-        # Only a result large enough to be stored aside writes a file: off the loop.
-        large = len(canonical_json(output)) > projection.artifact_threshold
-        if large:
-            projected = await offload(project_result, output, projection, services.artifacts)
+        limit = services.limits.result_bytes
+        if projection.artifact_threshold > limit:  # the harness's bound holds for every tool
+            projection = projection.model_copy(update={"artifact_threshold": limit})
+        store = services.artifacts
+        if larger_than(checked.output, services.limits.offload_bytes):  # CPU work: off the loop
+            output = await offload(redacted_output, services, contract, checked.output)
         else:
-            projected = project_result(output, projection, services.artifacts)
+            output = redacted_output(services, contract, checked.output)
+        # Only a result large enough to be stored aside writes a file: off the loop.
+        if larger_than(output, projection.artifact_threshold):
+            projected = await offload(project_result, output, projection, store)
+        else:
+            projected = project_result(output, projection, store)
         content, refs = projected.structured_content, projected.artifact_refs
         if checked.status is Status.SUCCEEDED:
             summary = projected.summary
@@ -1064,6 +1109,13 @@ async def project(services: Services, call: Call) -> Call | Stop:
     return call
 
 
+def redacted_output(services: Services, contract: ToolContract, output: dict[str, Any]) -> Any:
+    """The output with secret values and secret-classified fields redacted: redaction runs
+    before projection, so no secret reaches the artifact store."""
+    outputs = contract.data_classification.outputs
+    return services.redactor.redact(redact_classified(output, contract, outputs))
+
+
 # -- 10. record ------------------------------------------------------------------------
 
 
@@ -1076,7 +1128,7 @@ async def record(services: Services, call: Call, stop: Stop | None) -> ResultEnv
     elif stop.envelope is not None:
         envelope = stop.envelope
     else:
-        error = ToolError.model_validate(services.redactor.redact(stop.error.model_dump()))
+        error = bound_error(stop.error, services.redactor.redact)
         contract = call.entry.contract if call.entry is not None else None
         envelope = ResultEnvelope(
             status=stop.status,

@@ -30,6 +30,9 @@ except `home`: the ledger lives where you run toolkeeper, as with every ``--home
     [ledger.retention]                   # optional: prune settled rows (none by default)
     max_age = "90d"
     max_rows = 5000000
+    [limits]                             # optional; the defaults, see docs/limits.md
+    argument_bytes = 1048576
+    message_bytes = 2097152
 
     [mcpServers.search]                  # or mcpServers = "servers.json"; or [upstreams.search]
     command = "python"
@@ -60,10 +63,12 @@ from pydantic import (
 
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.config.errors import config_error
+from toolkeeper.gateway.limits import DEFAULT_MESSAGE_BYTES
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.ledger.retention import RetentionPolicy, parse_duration
 from toolkeeper.runtime.harness import ARGUMENT_THRESHOLD
 from toolkeeper.runtime.invocation import Principal
+from toolkeeper.runtime.limits import DEFAULT_LIMITS, MAX_ARGUMENT_DEPTH, Limits
 from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER
 
 CALL_TIMEOUT = 60.0
@@ -220,6 +225,37 @@ class LedgerConfig(_Strict):
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
 
+class LimitsConfig(_Strict):
+    """How large a call may be (docs/limits.md): the harness's `Limits`, plus the largest
+    JSON-RPC message the transports read."""
+
+    argument_bytes: int = Field(default=DEFAULT_LIMITS.argument_bytes, ge=1)
+    argument_depth: int = Field(default=DEFAULT_LIMITS.argument_depth, ge=1, le=MAX_ARGUMENT_DEPTH)
+    argument_items: int = Field(default=DEFAULT_LIMITS.argument_items, ge=1)
+    result_bytes: int = Field(default=DEFAULT_LIMITS.result_bytes, ge=1)
+    offload_bytes: int = Field(default=DEFAULT_LIMITS.offload_bytes, ge=1)
+    message_bytes: int = Field(
+        default=DEFAULT_MESSAGE_BYTES,
+        ge=1,
+        description="The largest HTTP request body or stdio line read; larger ones are refused "
+        "unparsed.",
+    )
+
+    @model_validator(mode="after")
+    def _room_for_arguments(self) -> LimitsConfig:
+        if self.message_bytes <= self.argument_bytes:
+            raise ValueError(
+                f"message_bytes ({self.message_bytes}) must be larger than argument_bytes "
+                f"({self.argument_bytes}), so that a call over the argument limit still parses "
+                "and is answered with a tool error; e.g. message_bytes = "
+                f"{2 * self.argument_bytes}"
+            )
+        return self
+
+    def harness_limits(self) -> Limits:
+        return Limits(**self.model_dump(exclude={"message_bytes"}))
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -252,6 +288,7 @@ class GatewayConfig(_Strict):
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
     http: HttpConfig = Field(default_factory=HttpConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     base_dir: Path = Field(default=Path("."), exclude=True)
     """The configuration file's directory, which relative `tools` and `policies` live in."""
 
