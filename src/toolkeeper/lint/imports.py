@@ -20,9 +20,7 @@ from toolkeeper.contract.model import ToolContract
 from toolkeeper.lint.rules import Finding, LintConfig, finding
 from toolkeeper.lint.runtime import standard_import
 
-IMPORT_DEFAULTS = frozenset(
-    {"TK503", "TK505", "TK506", "TK508", "TK509", "TK601", "TK404", "TK701"}
-)
+IMPORT_DEFAULTS = frozenset({"TK503", "TK505", "TK508", "TK509", "TK601", "TK404", "TK701"})
 """Codes that, on an imported tool, restate a default the importer filled in: no timeout,
 verifier or write set on a tool assumed committing, untrusted hints that differ from that
 assumption, no version, no summary template, no examples."""

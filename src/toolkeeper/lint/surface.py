@@ -206,8 +206,8 @@ def check_description(contract: ToolContract, config: LintConfig) -> Iterator[Fi
             "choose the tool by"
             if text
             else "description is empty",
-            f"say in one or two sentences what the tool does, to which object, with what "
-            f"result{_in_docstring(contract, 'in the docstring summary')}",
+            "say in one or two sentences what the tool does, to which object, with what result"
+            + (" (the docstring's summary)" if origin_of(contract) is Origin.FUNCTION else ""),
         )
     if not contract.when_to_use and not _WHEN_TO_USE.search(text):
         yield finding(
@@ -263,10 +263,6 @@ def _rename(contract: ToolContract) -> str:
     if origin is Origin.IMPORTED:
         return "rename it upstream, or show models another name with model_views.FAMILY.name"
     return "set id in the contract"
-
-
-def _in_docstring(contract: ToolContract, where: str) -> str:
-    return f" ({where})" if origin_of(contract) is Origin.FUNCTION else ""
 
 
 def _guidance(contract: ToolContract, field: str, marker: str, what: str) -> str:
