@@ -1,7 +1,7 @@
 """`toolkeeper lint PATH|MODULE`: check a catalog's contracts before a model ever sees them.
 
 Exit status: 0 when there are no errors (warnings and info allowed), 1 when there are, 2 when
-the target cannot be read at all.
+the target cannot be read at all. Import defaults never make it 1 (one TK004 note instead).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from toolkeeper.importers.catalog import load_catalog
 from toolkeeper.lint import Finding, LintConfig, LintReport, Severity, lint_catalog
+from toolkeeper.lint.targets import load_target
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -38,8 +38,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "lint",
         help="check tool contracts for safety and model-readiness",
         description="Lint a catalog: a directory of contract files, one file (contracts, MCP "
-        "tools/list, OpenAI or Anthropic tools, BFCL JSON lines), or a Python module path "
-        "(package.module or package.module:attribute).",
+        "tools/list, OpenAI or Anthropic tools, BFCL JSON lines), a Python file (tools.py) or "
+        "module path (package.module or package.module:attribute). Python targets are "
+        "imported, which runs their top-level code.",
     )
     parser.add_argument("target", metavar="PATH|MODULE", help="what to lint")
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.target).exists() and os.getcwd() not in sys.path:
         # Like `python -m`, resolve module targets against the working directory.
         sys.path.insert(0, os.getcwd())
-    report = lint_catalog(load_catalog(args.target), config=config)
+    report = lint_catalog(load_target(args.target), config=config)
     if args.format == "json":
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:

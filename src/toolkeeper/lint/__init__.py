@@ -3,8 +3,11 @@
 A model reads a tool only through its name, description and schema, and the runtime can
 govern a call only through what the contract declares. `lint_contract` checks one contract;
 `lint_catalog` adds what only a whole catalog shows: load problems, duplicate refs, preview
-pairs and vendor-name collisions. Every check has a stable code in `RULES`, documented in the
-README's ``## Lint`` section.
+pairs, vendor-name collisions, and one note (TK004) for what the import defaults of imported
+tools cause, instead of the same findings on every imported tool. Every check has a stable
+code in `RULES`, listed in docs/lint.md. Fixes are phrased for the contract's origin
+(`toolkeeper.lint.advice`): decorator arguments for a function, keys for a file, the
+gateway's per-tool overrides for an imported tool.
 
 Three of the ten conditions are not checked statically: errors that tell fixable input from
 policy and system faults, and provenance, are the envelope's job at run time; end-to-end
@@ -25,10 +28,18 @@ from typing import Any
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.contract.naming import FAMILIES, vendor_names
 from toolkeeper.importers.catalog import Catalog, ProblemKind
+from toolkeeper.lint.advice import Origin, origin_of
+from toolkeeper.lint.imports import IMPORT_DEFAULTS, Imported, import_note
 from toolkeeper.lint.rules import RULES, Finding, LintConfig, Rule, Severity, finding
 from toolkeeper.lint.runtime import check_effects, check_version_and_examples
 from toolkeeper.lint.schema import check_input_schema, check_output
-from toolkeeper.lint.surface import VERBS, check_description, check_names, count_tokens
+from toolkeeper.lint.surface import (
+    VERBS,
+    check_description,
+    check_names,
+    count_tokens,
+    count_words,
+)
 
 __all__ = [
     "RULES",
@@ -39,6 +50,7 @@ __all__ = [
     "Rule",
     "Severity",
     "count_tokens",
+    "count_words",
     "lint_catalog",
     "lint_contract",
 ]
@@ -80,13 +92,16 @@ class LintReport:
 
 
 def lint_contract(contract: ToolContract, *, config: LintConfig | None = None) -> list[Finding]:
-    """Every finding for one contract, in check order, filtered by the config's selection."""
+    """Every finding for one contract, in check order, filtered by the config's selection;
+    an imported contract's import defaults included (`lint_catalog` folds those)."""
     config = config or LintConfig()
     return [f for check in _CHECKS for f in check(contract, config) if config.enabled(f.code)]
 
 
 def lint_catalog(catalog: Catalog, *, config: LintConfig | None = None) -> LintReport:
-    """Lint every contract of `catalog`, its load problems, and what spans contracts."""
+    """Lint every contract of `catalog`, its load problems, and what spans contracts; the
+    findings imported tools' defaults cause become one TK004 note (`toolkeeper.lint.imports`).
+    """
     config = config or LintConfig()
     findings = [
         finding("TK002", p.source, "", p.message, "bump one version or rename one id")
@@ -96,9 +111,14 @@ def lint_catalog(catalog: Catalog, *, config: LintConfig | None = None) -> LintR
     ]
     ids = {c.id for c in catalog.contracts}
     collisions = _collisions(catalog.contracts)
+    imported: list[Imported] = []
     for contract in catalog.contracts:
         source = catalog.sources.get(contract.ref)
         own = [*lint_contract(contract, config=config), *collisions.get(contract.ref, ())]
+        if origin_of(contract) is Origin.IMPORTED:
+            folded = tuple(f for f in own if f.code in IMPORT_DEFAULTS)
+            own = [f for f in own if f.code not in IMPORT_DEFAULTS]
+            imported.append(Imported(contract, source, folded))
         if contract.preview is not None and contract.preview not in ids:
             own.append(
                 finding(
@@ -110,7 +130,10 @@ def lint_catalog(catalog: Catalog, *, config: LintConfig | None = None) -> LintR
                 )
             )
         findings.extend(f.with_source(source) for f in own)
-    kept = tuple(f for f in findings if config.enabled(f.code))
+    note = import_note(imported, config)
+    if note is not None:
+        findings.append(note)
+    kept = tuple(f for f in findings if f is note or config.enabled(f.code))
     return LintReport(findings=kept, contracts=len(catalog.contracts))
 
 

@@ -1,7 +1,8 @@
 """The lint vocabulary: every rule's code and severity, a `Finding`, and the `LintConfig`.
 
 Codes are stable, so CI configurations and ``--ignore`` lists keep meaning what they meant:
-a retired check keeps its code unused. The hundreds group the checks: TK0 catalog, TK1 names,
+a retired check keeps its code unused. docs/lint.md lists the rules; a test keeps its table
+equal to `RULES`. The hundreds group the checks: TK0 catalog, TK1 names,
 TK2 descriptions, TK3 input schema, TK4 output, TK5 effects and runtime policy, TK6 version,
 TK7 examples.
 """
@@ -57,10 +58,16 @@ RULES: dict[str, Rule] = {
             "fix the upstream tool (or override the field) and import again",
         ),
         Rule(
+            "TK004",
+            _I,
+            "imported tools start with the importer's cautious defaults (one note per catalog)",
+            "review the tools, then declare their effects, version and timeout",
+        ),
+        Rule(
             "TK101",
             _W,
             "name does not state an action and an object",
-            "name it verb_object, e.g. get_manuscript_metadata",
+            "name it verb_object, e.g. get_manuscript_metadata; git_create_branch, issue_read pass",
         ),
         Rule(
             "TK102",
@@ -93,12 +100,17 @@ RULES: dict[str, Rule] = {
             "description is missing or too short to choose the tool by",
             "say what the tool does, to which object, with what result",
         ),
-        Rule("TK202", _W, "nothing says when to use the tool", "set when_to_use"),
+        Rule(
+            "TK202",
+            _W,
+            "nothing says when to use the tool",
+            "set when_to_use (a function: a 'Use when:' docstring line)",
+        ),
         Rule(
             "TK203",
             _W,
             "nothing says when not to use the tool",
-            "set when_not_to_use, naming the tool to use instead",
+            "set when_not_to_use, naming the tool to use instead (a function: 'Do not use when:')",
         ),
         Rule(
             "TK204",
@@ -169,7 +181,7 @@ RULES: dict[str, Rule] = {
             "parameter name is cryptic (q, n, sg)",
             "use a self-describing name: query, limit",
         ),
-        Rule("TK401", _W, "no output schema", "declare output_schema"),
+        Rule("TK401", _I, "no output schema", "declare output_schema"),
         Rule(
             "TK402",
             _W,
@@ -200,7 +212,7 @@ RULES: dict[str, Rule] = {
             "committing tool does not declare idempotency",
             "set idempotency: keyed, natural or none",
         ),
-        Rule("TK503", _E, "committing tool has no timeout", "set timeout in seconds"),
+        Rule("TK503", _W, "committing tool has no timeout of its own", "set timeout in seconds"),
         Rule(
             "TK504",
             _E,
@@ -222,11 +234,16 @@ RULES: dict[str, Rule] = {
             "side effect differs from the upstream's annotations",
             "review, then declare side_effect yourself",
         ),
-        Rule("TK601", _E, "version is not explicit", "set version: MAJOR.MINOR.PATCH"),
+        Rule(
+            "TK601",
+            _E,
+            "a tool that changes the world has no explicit version",
+            'set version: "1.0.0" (a function: @tool(version="1.0.0", ...))',
+        ),
         Rule("TK701", _I, "no examples", "add one known-good call"),
     )
 }
-"""Every lint code, in the order the README's table lists them."""
+"""Every lint code, in the order docs/lint.md's table lists them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,13 +302,29 @@ class LintConfig:
                 if not any(code.startswith(selector.upper()) for code in RULES):
                     raise ConfigError(
                         f"{key}: {selector!r} matches no lint code; use a code like TK501 or a "
-                        "prefix like TK5 (the README's Lint section lists the codes)",
+                        "prefix like TK5 (docs/lint.md lists the codes)",
                         key=key,
                         value=selector,
                     )
 
     def enabled(self, code: str) -> bool:
-        def matches(selectors: tuple[str, ...]) -> bool:
-            return any(code.startswith(selector.upper()) for selector in selectors)
+        return (not self.select or _matches(code, self.select)) and not self.ignores(code)
 
-        return (not self.select or matches(self.select)) and not matches(self.ignore)
+    def ignores(self, code: str) -> bool:
+        """Whether `--ignore` names `code` (or a prefix of it)."""
+        return _matches(code, self.ignore)
+
+
+def _matches(code: str, selectors: tuple[str, ...]) -> bool:
+    return any(code.startswith(selector.upper()) for selector in selectors)
+
+
+def markdown_table() -> str:
+    """The rule table of docs/lint.md, generated from `RULES` (a test keeps the doc equal):
+    ``python -c "from toolkeeper.lint.rules import markdown_table; print(markdown_table())"``.
+    """
+    rows = [
+        f"| {r.code} | {r.severity.value} | {r.title} | {r.fix.replace('|', '&#124;')} |"
+        for r in RULES.values()
+    ]
+    return "\n".join(["| code | severity | what | fix |", "| --- | --- | --- | --- |", *rows])

@@ -16,18 +16,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkeeper.contract.model import ToolContract
+from toolkeeper.lint.advice import Origin, declare, origin_of
 from toolkeeper.lint.rules import Finding, LintConfig, finding
+from toolkeeper.lint.surface import name_tokens, states_action
 from toolkeeper.schema.document import pointer, resolve_ref
 
 _MODE_NAMES = frozenset({"mode", "action", "operation", "op"})
 _MODE_NAMES_WITH_ENUM = frozenset({"command", "cmd", "subcommand", "method"})
 """Names that switch a tool between actions; the second set only when the values are closed
-(a shell tool's free-text ``command`` is its one action, not a switch)."""
+(a shell tool's free-text ``command`` is its one action, not a switch). Closed values count
+only when one of them names an action (``create``, ``get_comments``)."""
 _SHORT_NAMES_OK = frozenset({"id", "to", "cc", "ip", "os", "db", "x", "y", "z"})
 _PROSE_VALUES = re.compile(
-    r"\bone of\b|\beither\b.+\bor\b|(['\"`])[^'\"`]+\1\s*(,|/|\||\bor\b)\s*(['\"`])[^'\"`]+\3",
+    r"\bone of\b|\beither\b.+\bor\b|(['\"])[^'\"]+\1\s*(,|/|\||\bor\b)\s*(['\"])[^'\"]+\3",
     re.IGNORECASE,
 )
+"""A closed set of values written in prose: 'one of', 'either ... or', or a list of quoted
+values. Backticks quote syntax (`repo:owner/repo`, `OR`), not values, so they do not count."""
+_EXAMPLES = re.compile(
+    r"\b(e\.\s?g\.?|eg\.|for (example|instance)|such as|examples?:)[^)\n;]*?(?:\)|\.(?=\s|$)|$)",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""An example clause, to the closing parenthesis or the end of its sentence: the values it
+lists are illustrations of an open set (``e.g., 'America/New_York', 'Europe/London'``)."""
 _SHAPING_KEYS = ("type", "$ref", "enum", "const", "anyOf", "oneOf", "allOf", "not", "properties")
 
 
@@ -75,7 +86,7 @@ def _is_object(schema: dict[str, Any]) -> bool:
 
 def check_input_schema(contract: ToolContract, config: LintConfig) -> Iterator[Finding]:
     """TK301-TK311: an object root, few properties, flat, one mode, typed and described."""
-    ref, root = contract.ref, contract.input_schema
+    ref, root, origin = contract.ref, contract.input_schema, origin_of(contract)
     if root.get("type") != "object":
         yield finding(
             "TK301",
@@ -117,10 +128,13 @@ def check_input_schema(contract: ToolContract, config: LintConfig) -> Iterator[F
         )
     for node in nodes:
         if not node.recursive:
-            yield from _check_object(ref, node, root)
+            yield from _check_object(ref, node, root, origin)
     for name, sub in properties.items():
         enum = sub.get("enum") if isinstance(sub, dict) else None
-        if name.lower() in _MODE_NAMES or (name.lower() in _MODE_NAMES_WITH_ENUM and enum):
+        switch = name.lower() in _MODE_NAMES or (name.lower() in _MODE_NAMES_WITH_ENUM and enum)
+        # Closed values that name no action (a travel mode: driving, walking) are options of
+        # one action, not a switch between actions.
+        if switch and (not enum or any(states_action(name_tokens(str(v))) for v in enum)):
             modes = f" ({', '.join(map(str, enum))})" if enum else ""
             yield finding(
                 "TK305",
@@ -131,7 +145,7 @@ def check_input_schema(contract: ToolContract, config: LintConfig) -> Iterator[F
             )
 
 
-def _check_object(ref: str, node: _Node, root: dict[str, Any]) -> Iterator[Finding]:
+def _check_object(ref: str, node: _Node, root: dict[str, Any], origin: Origin) -> Iterator[Finding]:
     schema, where = node.schema, node.where
     declared = schema.get("properties") or {}
     open_ended = schema.get("additionalProperties", True) is True
@@ -174,11 +188,12 @@ def _check_object(ref: str, node: _Node, root: dict[str, Any]) -> Iterator[Findi
             )
     for name, sub in declared.items():
         if isinstance(sub, dict):
-            yield from _check_parameter(ref, where + pointer("properties", name), name, sub, root)
+            where_name = where + pointer("properties", name)
+            yield from _check_parameter(ref, where_name, name, sub, root, origin)
 
 
 def _check_parameter(
-    ref: str, where: str, name: str, written: dict[str, Any], root: dict[str, Any]
+    ref: str, where: str, name: str, written: dict[str, Any], root: dict[str, Any], origin: Origin
 ) -> Iterator[Finding]:
     schema, _ = _resolve(written, root)
     if not any(key in schema for key in _SHAPING_KEYS):
@@ -196,19 +211,22 @@ def _check_parameter(
             ref,
             where,
             f"parameter {name!r} has no description",
-            "describe its meaning, unit and format in one line, with an example value",
+            "describe its meaning, unit and format in one line, with an example value"
+            + (" (in the docstring's Args section)" if origin is Origin.FUNCTION else ""),
         )
     elif (
         schema.get("type") == "string"
         and "enum" not in schema
-        and _PROSE_VALUES.search(description)
+        and _PROSE_VALUES.search(_EXAMPLES.sub(" ", description))
     ):
         yield finding(
             "TK310",
             ref,
             where,
             f"parameter {name!r} lists its values in its description",
-            "declare them as an enum, so validation can suggest the closest valid value",
+            "annotate it Literal['a', 'b'], so validation can suggest the closest valid value"
+            if origin is Origin.FUNCTION
+            else "declare them as an enum, so validation can suggest the closest valid value",
         )
     if len(name) <= 2 and name.lower() not in _SHORT_NAMES_OK:
         yield finding(
@@ -233,7 +251,9 @@ def check_output(contract: ToolContract, config: LintConfig) -> Iterator[Finding
             ref,
             "/output_schema",
             "no output schema: results cannot be checked, and the model cannot know their shape",
-            "declare output_schema with the fields the tool returns",
+            "annotate the return type (a TypedDict or pydantic model with the fields it returns)"
+            if origin_of(contract) is Origin.FUNCTION
+            else "declare output_schema with the fields the tool returns",
         )
     known = set((output_schema or {}).get("properties") or ())
     for index, name in enumerate(projection.fields or ()):
@@ -253,7 +273,8 @@ def check_output(contract: ToolContract, config: LintConfig) -> Iterator[Finding
             ref,
             where,
             "no summary template: the model gets a generic 'Returned N fields' summary",
-            "write a one-line template over output fields, e.g. 'Found {count} manuscripts'",
+            "write a one-line template over output fields: "
+            + declare(contract, "result_projection.summary_template", '"Found {count}"'),
         )
         return
     try:

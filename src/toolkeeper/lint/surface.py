@@ -15,6 +15,7 @@ from typing import Any
 
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.contract.naming import FAMILIES, is_legal, vendor_names
+from toolkeeper.lint.advice import Origin, origin_of
 from toolkeeper.lint.rules import Finding, LintConfig, finding
 from toolkeeper.schema.document import pointer
 
@@ -30,18 +31,31 @@ _VERB_GROUPS = (
     "remove purge clear reset run execute invoke call deploy install uninstall sync push pull",
     "commit pay charge refund transfer subscribe unsubscribe scan test lint ping watch track",
     "browse navigate click type fill select capture record take sort filter",
+    # Seen in public MCP catalogs (tests/lint/catalogs, docs/lint.md): the reference servers,
+    # github-mcp-server, a Docker MCP Registry entry and the Baidu Maps server.
+    "echo print sample fork dismiss request checkout geocode reverse recreate exec stream",
+    "monitor trigger poll hover drag press",
 )
 VERBS = frozenset(word for group in _VERB_GROUPS for word in group.split())
-"""First words that state an action; a name that starts otherwise gets TK101."""
+"""Words that state an action; a name without one in an action position gets TK101."""
+
+_NAMESPACE = re.compile(r"^.*(?:__|[./:])")
+"""Everything up to the last explicit namespace separator: ``mcp__github__create_issue``
+(Claude Code), ``github.create_issue``, ``crm:list_contacts``, ``billing/get_invoice``."""
 
 _NOT = r"(?<!not )(?<!n't )(?<!never )"
 _WHEN_TO_USE = re.compile(
-    _NOT + r"\b(use (this |it )?(tool )?(when|to|for|if)|when you (need|want)|useful (for|when)"
-    r"|call (this|it) (when|to|if)|intended for)\b",
+    _NOT + r"\b(when to use|use (this |it )?(tool )?(when|whenever|to|for|if|with)"
+    r"|when you (need|want)|(best|ideal|perfect|great|good|helpful|handy|essential|meant"
+    r"|designed|intended) for|useful (for|when|to|if)|call (this|it|this tool) (when|whenever"
+    r"|to|if))\b|用于|适用于|时使用|使用此工具|使用该工具",
     re.IGNORECASE,
 )
 _WHEN_NOT_TO_USE = re.compile(
-    r"\b((do not|don't|never|avoid) (use|call)|not (for|intended for|meant for)|instead)\b",
+    r"\b((do not|don't|never|avoid) (use|call|using|calling)|not (for|intended|meant|suitable"
+    r"|designed)|instead|rather than|deprecated|only (works|applies|supports|for|when|within"
+    r"|if|in)|cannot be used|limited to|unless)\b"
+    r"|不要使用|请勿|不适用|不能用于|而不是|改用|仅(用于|适用|支持|限)",
     re.IGNORECASE,
 )
 
@@ -52,12 +66,24 @@ def name_tokens(name: str) -> list[str]:
     return [token.lower() for token in re.split(r"[\s_.:/-]+", spaced) if token]
 
 
+def action_tokens(name: str) -> list[str]:
+    """The words of `name` that say what the tool does: its last namespace segment."""
+    return name_tokens(_NAMESPACE.sub("", name))
+
+
+def states_action(tokens: list[str]) -> bool:
+    """Whether a verb stands where public catalogs put one: first (``create_issue``), after
+    a one-word server prefix (``git_create_branch``, ``slack_post_message``), or last in an
+    object-first name (``issue_read``)."""
+    return any(token in VERBS for token in {*tokens[:2], *tokens[-1:]})
+
+
 def check_names(contract: ToolContract, config: LintConfig) -> Iterator[Finding]:
-    """TK101-TK105: verb_object naming, and names every vendor accepts."""
+    """TK101-TK105: a name that states an action and an object, and that every vendor
+    accepts."""
     ref = contract.ref
-    # A namespaced id (``github.create_issue``) states its action in the last segment.
-    tokens = name_tokens(re.split(r"[./:]", contract.id)[-1])
-    if not tokens or tokens[0] not in VERBS:
+    tokens = action_tokens(contract.id)
+    if not states_action(tokens):
         verb = next((t for t in tokens if t in VERBS), None)
         hint = (
             f"put the verb first, e.g. {'_'.join([verb, *(t for t in tokens if t != verb)])!r}"
@@ -68,17 +94,16 @@ def check_names(contract: ToolContract, config: LintConfig) -> Iterator[Finding]
             "TK101",
             ref,
             "/id",
-            f"name {contract.id!r} does not start with a verb, so it does not say what "
-            "action the tool takes",
-            f"name it verb_object: {hint}",
+            f"name {contract.id!r} does not say what action the tool takes",
+            f"name it verb_object: {hint} ({_rename(contract)})",
         )
-    elif len(name_tokens(contract.id)) < 2:
+    elif len(tokens) < 2:
         yield finding(
             "TK101",
             ref,
             "/id",
             f"name {contract.id!r} states an action but not what it acts on",
-            f"add the object, e.g. '{tokens[0]}_documents'",
+            f"add the object, e.g. '{tokens[0]}_documents' ({_rename(contract)})",
         )
 
     illegal = [f for f in FAMILIES if not is_legal(contract.view(f).name or contract.id, f)]
@@ -145,18 +170,44 @@ def count_tokens(text: str) -> tuple[int, str]:
     return len(encoding.encode(text)), "cl100k_base"
 
 
+_CJK = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0003134f"
+)
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+CJK_CHARACTERS_PER_WORD = 2
+"""Chinese and Japanese write words without spaces; a word of Chinese averages 1.5 to 2
+characters, so a run of ideographs or kana counts one word per two characters, rounded up
+(``地理编码服务`` is 地理 编码 服务: three words)."""
+
+
+def count_words(text: str) -> int:
+    """Words in `text`: whitespace-separated words of alphabetic scripts, and runs of Chinese
+    ideographs or Japanese kana at `CJK_CHARACTERS_PER_WORD` characters a word. Punctuation
+    alone is no word."""
+    words = 0
+    for chunk in text.split():
+        for run in _CJK_RUN.findall(chunk):
+            words += math.ceil(len(run) / CJK_CHARACTERS_PER_WORD)
+        words += sum(1 for rest in _CJK_RUN.split(chunk) if any(c.isalnum() for c in rest))
+    return words
+
+
 def check_description(contract: ToolContract, config: LintConfig) -> Iterator[Finding]:
     """TK201-TK204: present, says when to use and when not to, within the token budget."""
     ref, text = contract.ref, contract.description.strip()
-    if len(text.split()) < config.min_description_words:
+    words = count_words(text)
+    if words < config.min_description_words:
         yield finding(
             "TK201",
             ref,
             "/description",
-            f"description {text!r} is too short to choose the tool by"
+            f"description {text!r} is {words} word{'s' if words != 1 else ''}, too short to "
+            "choose the tool by"
             if text
             else "description is empty",
-            "say in one or two sentences what the tool does, to which object, with what result",
+            "say in one or two sentences what the tool does, to which object, with what result"
+            + (" (the docstring's summary)" if origin_of(contract) is Origin.FUNCTION else ""),
         )
     if not contract.when_to_use and not _WHEN_TO_USE.search(text):
         yield finding(
@@ -164,8 +215,13 @@ def check_description(contract: ToolContract, config: LintConfig) -> Iterator[Fi
             ref,
             "/when_to_use",
             "nothing says when to use this tool",
-            "set when_to_use to the situation the tool is for, e.g. 'the user names a "
-            "manuscript id and wants its metadata'",
+            _guidance(
+                contract,
+                "when_to_use",
+                "Use when",
+                "the situation the tool is for, "
+                "e.g. 'the user names a manuscript id and wants its metadata'",
+            ),
         )
     if not contract.when_not_to_use and not _WHEN_NOT_TO_USE.search(text):
         yield finding(
@@ -173,7 +229,12 @@ def check_description(contract: ToolContract, config: LintConfig) -> Iterator[Fi
             ref,
             "/when_not_to_use",
             "nothing says when not to use this tool, so a model will use it for near misses",
-            "set when_not_to_use, naming the tool to use instead where there is one",
+            _guidance(
+                contract,
+                "when_not_to_use",
+                "Do not use when",
+                "the near misses, naming the tool to use instead where there is one",
+            ),
         )
     described = [("/description", contract.model_description())]
     described += [
@@ -193,3 +254,23 @@ def check_description(contract: ToolContract, config: LintConfig) -> Iterator[Fi
                 "keep what helps choose the tool and make the first call succeed; move the "
                 "rest to documentation the model can look up",
             )
+
+
+def _rename(contract: ToolContract) -> str:
+    origin = origin_of(contract)
+    if origin is Origin.FUNCTION:
+        return "rename the function, or pass id=... to @tool"
+    if origin is Origin.IMPORTED:
+        return "rename it upstream, or show models another name with model_views.FAMILY.name"
+    return "set id in the contract"
+
+
+def _guidance(contract: ToolContract, field: str, marker: str, what: str) -> str:
+    """Where to say when (not) to use the tool: a docstring line for a function, the
+    description for an imported tool (its format has no other place), else the field."""
+    origin = origin_of(contract)
+    if origin is Origin.FUNCTION:
+        return f"add a '{marker}: ...' line to the docstring: {what}"
+    if origin is Origin.IMPORTED:
+        return f"say it in the description ('{marker} ...'): {what}"
+    return f"set {field}: {what}"
