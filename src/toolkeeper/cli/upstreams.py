@@ -20,6 +20,7 @@ import anyio
 
 from toolkeeper.errors import ConfigError, ToolkeeperError
 from toolkeeper.gateway.config.settings import GatewayConfig, load_config
+from toolkeeper.gateway.scanning.findings import Finding
 from toolkeeper.gateway.upstreams.assessment import ToolStatus, UpstreamTool
 from toolkeeper.gateway.upstreams.federation import survey_upstreams
 from toolkeeper.gateway.upstreams.pins import PinStore
@@ -93,9 +94,7 @@ def run_list(args: argparse.Namespace) -> int:
         if tool.reason:
             print(f"    {tool.reason}")
         for finding in (f for f in tool.findings if f.message != tool.reason):
-            print(
-                f"    ! {finding.severity.value} {finding.code} {finding.path}: {finding.message}"
-            )
+            print(f"    ! {_finding_line(finding)}")
     for server, error in sorted(errors.items()):
         print(f"unreachable {server}: {error}")
     print(f"{len(tools)} tool(s), {sum(t.status is ToolStatus.APPROVED for t in tools)} approved")
@@ -148,7 +147,7 @@ def run_approve(args: argparse.Namespace) -> int:
 def run_diff(args: argparse.Namespace) -> int:
     if args.server is None or args.tool is None:
         raise ConfigError("diff needs SERVER and TOOL", key="tool")
-    _, errors, home = _survey(args)
+    tools, errors, home = _survey(args)
     if args.server in errors:
         print(
             f"note: {args.server} is unreachable ({errors[args.server]}); "
@@ -156,7 +155,19 @@ def run_diff(args: argparse.Namespace) -> int:
         )
     diff = PinStore.in_home(home).diff(args.server, args.tool)
     print(diff or f"{args.server}/{args.tool}: no change since it was approved")
+    findings = [f for tool in tools for f in tool.findings]
+    if findings:
+        print(f"scan findings in the current definition ({len(findings)}):")
+        for finding in findings:
+            print(f"  ! {_finding_line(finding)}")
     return 0
+
+
+def _finding_line(finding: Finding) -> str:
+    """One finding as a reviewer reads it: severity, class and check, where, and why."""
+    check = f"/{finding.check}" if finding.check and finding.check != finding.code else ""
+    where = finding.path + (f"[{finding.span[0]}:{finding.span[1]}]" if finding.span else "")
+    return f"{finding.severity.value} {finding.code}{check} {where}: {finding.message}"
 
 
 def _as_json(tool: UpstreamTool) -> dict[str, Any]:
