@@ -285,7 +285,7 @@ def credential_path(reading: Reading) -> Hit | None:
     """A credential file named anywhere, unless its sentence denies touching it."""
     for match in _CREDENTIALS.finditer(reading.text):
         sentence_start = max(
-            reading.text.rfind(". ", 0, match.start()), reading.text.rfind("\n", 0, match.start())
+            reading.text.rfind(". ", 0, match.start()), reading.text.rfind(": ", 0, match.start())
         )
         if _DENIAL.search(reading.text[sentence_start + 1 : match.start()]):
             continue
@@ -321,8 +321,8 @@ def cross_server(reading: Reading, reference: ToolReference | None) -> Hit | Non
     text = reading.text
     for match in reference.pattern.finditer(text):
         name = next(group for group in match.groups() if group)
-        start = max(text.rfind(". ", 0, match.start()), text.rfind("\n", 0, match.start())) + 1
-        ends = [i for i in (text.find(". ", match.end()), text.find("\n", match.end())) if i >= 0]
+        start = text.rfind(". ", 0, match.start()) + 1
+        ends = [i for i in (text.find(". ", match.end()),) if i >= 0]
         sentence = text[start : min(ends) if ends else len(text)]
         if _INSTRUCTION.search(sentence):
             return Hit(

@@ -5,8 +5,8 @@ Every string a model may read counts, not only the description: names, titles, d
 enums, examples, `required` entries and unknown schema keys (CyberArk's "full-schema
 poisoning"). A `Reading` of a string is what the model sees once rendering tricks are
 undone: entities decoded, Unicode compatibility forms folded (NFKC), invisible characters
-dropped, look-alike letters inside mixed-script words mapped to Latin, lower case, one space
-— and markup taken out but remembered. Pseudo-system tags, chat-template tokens, bracket and
+dropped, look-alike letters posing as Latin mapped to Latin, lower case, one space — and
+markup taken out but remembered. Pseudo-system tags, chat-template tokens, bracket and
 banner markers are blanked from the text the checks read (so an instruction is judged by
 what it asks, whatever it is wrapped in) and kept as `markers`, which only raise the
 severity of what the checks find. Every character of a reading maps back to its offset in
@@ -221,33 +221,37 @@ def _fold(raw: str) -> tuple[list[str], list[int]]:
 
 
 def _mixed_script_words(text: str) -> frozenset[int]:
-    """Offsets of the characters inside words that mix Latin with another script: only
-    there is a Cyrillic 'о' an 'o' in disguise; a Russian word stays Russian."""
+    """Offsets of the characters inside words posing as Latin: words that mix Latin with
+    another script, and — in mostly Latin text — words spelled wholly in look-alikes
+    (Cyrillic "сору"). Only there is a Cyrillic 'о' an 'o' in disguise; Russian text stays
+    Russian."""
+    letters = [c for c in text if c.isalpha()]
+    latin = sum(script_of(c) == "LATIN" for c in letters)
+    mostly_latin = latin * 2 > len(letters)
     inside: set[int] = set()
     for match in re.finditer(r"\w+", text):
-        scripts = {script_of(c) for c in match.group() if c.isalpha()}
-        if "LATIN" in scripts and len(scripts) > 1:
+        word = [c for c in match.group() if c.isalpha()]
+        scripts = {script_of(c) for c in word}
+        mixed = "LATIN" in scripts and len(scripts) > 1
+        disguised = mostly_latin and word and all(latin_lookalike(c) for c in word)
+        if mixed or disguised:
             inside.update(range(match.start(), match.end()))
     return frozenset(inside)
 
 
 def _collapse(text: str, origin: list[int]) -> tuple[str, list[int]]:
-    """Runs of spaces become one space and runs of line breaks one line break (a line break
-    still ends a list item); leading and trailing blanks go."""
+    """Every run of white space becomes one space (a line break is layout, not meaning, to
+    the checks); leading and trailing blanks go."""
     out: list[str] = []
     kept: list[int] = []
     for char, at in zip(text, origin, strict=True):
         if char.isspace():
-            char = "\n" if char in "\n\r\u2028\u2029" else " "
-            if out and out[-1] in " \n":
-                if char == "\n":
-                    out[-1] = "\n"
+            if not out or out[-1] == " ":
                 continue
-            if not out:
-                continue
+            char = " "
         out.append(char)
         kept.append(at)
-    while out and out[-1] in " \n":
+    if out and out[-1] == " ":
         out.pop()
         kept.pop()
     return "".join(out), kept
