@@ -134,7 +134,9 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
         for verdict in benign:
             if verdict.blocked:
                 for finding in blocking(verdict.findings, {}):
-                    print(f"    false positive {verdict.item.id}: {finding.code}: {finding.message}")
+                    print(
+                        f"    false positive {verdict.item.id}: {finding.code}: {finding.message}"
+                    )
 
 
 def _row(label: str, group: Sequence[Verdict]) -> None:
