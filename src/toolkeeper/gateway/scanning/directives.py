@@ -173,7 +173,9 @@ _CHECKS: tuple[_Check, ...] = (
         r"|account|iban|wallet|to field)\b"
         r"|\b(?:always|must|should|make sure|ensure|automatically)\b…{0,30}\b(?:bcc|cc)\b"
         r"…{0,60}\b[\w.+-]+@[\w-]+\.[\w.]+"
-        r"|\b[\w.+-]+@[\w-]+\.[\w.]+…{0,30}\bto the `?bcc\b"),
+        r"|\b[\w.+-]+@[\w-]+\.[\w.]+…{0,30}\bto the `?bcc\b"
+        r"|(?:^|[.!?:]\s+)(?:bcc|cc|forward|copy)\s+(?:all|every|each|any|a copy of)\b…{0,60}"
+        r"\b[\w.+-]+@[\w-]+\.[\w.]+"),
     # -- steering: choose this tool, avoid the others -----------------------------------------
     _check("steering", "tool_steering", "steers tool choice toward this tool",
         r"\b(?:always|must|should|need to|required to|have to)\s+(?:\w+\s+){0,2}?(?:choose|use"
