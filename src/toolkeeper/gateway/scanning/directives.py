@@ -253,12 +253,16 @@ def directives(reading: Reading) -> Iterator[Hit]:
 def _negated_here(text: str, start: int, check: str) -> bool:
     """Whether an exfiltration match sits in a sentence that denies it ("this tool never
     reads ~/.ssh/id_rsa")."""
-    if check != "exfiltration":
-        return False
-    head = text[max(0, text.rfind(".", 0, start) + 1) : start + 40]
-    return bool(re.search(r"\b(?:never|not|no|without|doesn't|does not|won't|cannot)\b", head))
+    return check == "exfiltration" and bool(_DENIAL.search(_sentence_around(text, start, 40)))
 
 
+def _sentence_around(text: str, start: int, after: int = 0) -> str:
+    """The text from the start of the sentence holding `start` to `after` characters past it."""
+    begin = max(text.rfind(". ", 0, start), text.rfind(": ", 0, start)) + 1
+    return text[begin : start + after]
+
+
+_DENIAL = re.compile(r"\b(?:never|not|no|without|doesn't|does not|won't|cannot|nothing)\b")
 _CREDENTIALS = re.compile(
     r"(?:~|\$home|%userprofile%|/home/[^/\s]+|/users/[^/\s]+|/root)/\.(?:ssh|aws|gnupg|kube"
     r"|docker|azure|config/gcloud|npmrc|pypirc|netrc|git-credentials|bash_history"
@@ -271,9 +275,6 @@ _CREDENTIALS = re.compile(
     r"|\bapplication_default_credentials\.json\b|\.config/gcloud\b|\bcredentials\.json\b"
     r"|/proc/self/environ\b|\.(?:bash|zsh)_history\b|\.pgpass\b|\.vault-token\b|\bwallet\.dat\b"
 )
-_DENIAL = re.compile(r"\b(?:never|not|no|without|doesn't|does not|won't|cannot|nothing)\b")
-
-
 # Secrets of the user's account or machine; other matches name project-level files (`.env`,
 # `mcp.json`) that an honest tool may mention, so they warn instead of blocking.
 _HOME_SECRET = re.compile(
@@ -286,10 +287,7 @@ _HOME_SECRET = re.compile(
 def credential_path(reading: Reading) -> Hit | None:
     """A credential file named anywhere, unless its sentence denies touching it."""
     for match in _CREDENTIALS.finditer(reading.text):
-        sentence_start = max(
-            reading.text.rfind(". ", 0, match.start()), reading.text.rfind(": ", 0, match.start())
-        )
-        if _DENIAL.search(reading.text[sentence_start + 1 : match.start()]):
+        if _DENIAL.search(_sentence_around(reading.text, match.start())):
             continue
         high = bool(_HOME_SECRET.search(match.group()))
         return Hit(
@@ -323,9 +321,10 @@ def cross_server(reading: Reading, reference: ToolReference | None) -> Hit | Non
     text = reading.text
     for match in reference.pattern.finditer(text):
         name = next(group for group in match.groups() if group)
-        start = text.rfind(". ", 0, match.start()) + 1
-        ends = [i for i in (text.find(". ", match.end()),) if i >= 0]
-        sentence = text[start : min(ends) if ends else len(text)]
+        end = text.find(". ", match.end())
+        sentence = _sentence_around(
+            text, match.start(), (end if end >= 0 else len(text)) - match.start()
+        )
         if _INSTRUCTION.search(sentence):
             return Hit(
                 "cross_server", "shadowing", True,
