@@ -21,6 +21,7 @@ import anyio
 from toolkeeper.cli.escaping import visible
 from toolkeeper.errors import ConfigError, ToolkeeperError
 from toolkeeper.gateway.config.settings import GatewayConfig, load_config
+from toolkeeper.gateway.scanning.findings import Finding
 from toolkeeper.gateway.upstreams.assessment import ToolStatus, UpstreamTool
 from toolkeeper.gateway.upstreams.federation import survey_upstreams
 from toolkeeper.gateway.upstreams.pins import PinStore
@@ -94,10 +95,7 @@ def run_list(args: argparse.Namespace) -> int:
         if tool.reason:
             print(f"    {visible(tool.reason)}")
         for finding in (f for f in tool.findings if f.message != tool.reason):
-            print(
-                f"    ! {finding.severity.value} {finding.code} {visible(finding.path)}: "
-                f"{visible(finding.message)}"
-            )
+            print(f"    ! {_finding_line(finding)}")
     for server, error in sorted(errors.items()):
         print(f"unreachable {visible(server)}: {visible(error)}")
     print(f"{len(tools)} tool(s), {sum(t.status is ToolStatus.APPROVED for t in tools)} approved")
@@ -150,7 +148,7 @@ def run_approve(args: argparse.Namespace) -> int:
 def run_diff(args: argparse.Namespace) -> int:
     if args.server is None or args.tool is None:
         raise ConfigError("diff needs SERVER and TOOL", key="tool")
-    _, errors, home = _survey(args)
+    tools, errors, home = _survey(args)
     if args.server in errors:
         print(
             f"note: {args.server} is unreachable ({errors[args.server]}); "
@@ -161,7 +159,20 @@ def run_diff(args: argparse.Namespace) -> int:
         print("\n".join(visible(line) for line in diff.splitlines()))
     else:
         print(f"{visible(args.server)}/{visible(args.tool)}: no change since it was approved")
+    findings = [f for tool in tools for f in tool.findings]
+    if findings:
+        print(f"scan findings in the current definition ({len(findings)}):")
+        for finding in findings:
+            print(f"  ! {_finding_line(finding)}")
     return 0
+
+
+def _finding_line(finding: Finding) -> str:
+    """One finding as a reviewer reads it: severity, class and check, where, and why."""
+    check = f"/{finding.check}" if finding.check and finding.check != finding.code else ""
+    where = finding.path + (f"[{finding.span[0]}:{finding.span[1]}]" if finding.span else "")
+    line = f"{finding.severity.value} {finding.code}{check} {where}: {finding.message}"
+    return visible(line)  # upstream metadata: no raw control character reaches the terminal
 
 
 def _as_json(tool: UpstreamTool) -> dict[str, Any]:

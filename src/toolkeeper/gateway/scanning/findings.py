@@ -1,54 +1,67 @@
 """Scanning upstream tool definitions for prompt injection before anyone approves them.
 
-A model reads every string of a tool definition, so every string is scanned: the name, title
-and description, and the whole input and output schema — property names, descriptions,
-titles, defaults, enums, examples and unknown keys (CyberArk's "full-schema poisoning"). The
-checks follow the published attack classes:
+A model reads every string of a tool definition, so every string is scanned — name, title,
+description, annotations and the whole input and output schema — in the form the model
+reads it (`text.read`: Unicode folded, invisible characters and look-alikes undone, markup
+taken out but remembered). The checks ask what the text *asks the model to do*, whatever
+wrapper it comes in; markup only raises a finding's severity. Finding classes (the keys of an
+upstream's ``scan`` setting):
 
-    hidden_directive         <IMPORTANT>-style pseudo-system tags, "ignore previous
-                             instructions", "do not tell the user", "before using this tool,
-                             read ...", redirection of other tools' effects (Invariant Labs'
-                             tool poisoning and shadowing write-ups)
-    invisible_unicode        zero-width, tag (U+E0000–E007F), bidi override/isolate and other
-                             format or control characters that hide text from a reviewer
-    shadowing                another server's tool named in this tool's text
-    credential_path          ~/.ssh/id_rsa, .aws/credentials, .env, /etc/passwd, mcp.json ...
-    exfiltration_parameter   a sidenote/context/history/token-like parameter whose text asks
-                             for content the tool has no business receiving
-    model_instruction        imperatives addressed to the assistant or model (medium)
-    oversized_text           a description or schema string over the limit (medium)
+    hidden_directive         override or role change, concealment from the user, effects
+                             redirected to a third party, messages addressed to the model
+    exfiltration             asks to read or send data the call does not need
+    tool_steering            steers tool choice: "always use this tool first", "ignore the
+                             other weather tools", advertising aimed at the model
+    shadowing                instructions about another server's tool; a name that looks
+                             like another server's tool
+    confusable_name          a name mixing scripts (``read_fіle`` with a Cyrillic і)
+    exfiltration_parameter   a parameter asking for the conversation, other tools' output
+                             or secrets the description never explains
+    credential_path          ~/.ssh/id_rsa, .aws/credentials, .env, mcp.json ... (unless the
+                             sentence denies touching it)
+    invisible_unicode        zero-width, tag, bidi and other characters that hide text
+    model_instruction        an imperative to the model with nothing harmful in it (medium)
+    markup                   pseudo-system markup with no instruction found in it (medium)
+    oversized_text           a string over the length limit (medium)
 
-A scan is a tripwire, not the control: it catches the published shapes and makes a reviewer
-look. The control is the pin (`pins.py`): nothing an upstream says is served before an
-operator approved exactly that definition.
-
-This module holds the findings and `scan_tool`, which reads a definition's strings
-(`scanned_text.py`) and runs the checks (`scan_checks.py`) on them.
+Every finding names its check, the JSON pointer of the string, the span in that string, its
+severity and a one-line reason. A scan is a tripwire, not the control: the control is the
+pin (`pins.py`) — nothing an upstream says is served before an operator approved exactly
+that definition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from toolkeeper.gateway.scanning.checks import (
-    check_credentials,
-    check_directives,
-    check_exfiltration,
-    check_instruction_name,
-    check_invisible,
-    check_shadowing,
+from toolkeeper.gateway.scanning.directives import (
+    Hit,
+    ToolReference,
+    credential_path,
+    cross_server,
+    directives,
+    model_instruction,
+)
+from toolkeeper.gateway.scanning.structure import (
+    Flaw,
+    confusable_name,
+    imitated_name,
+    instruction_name,
+    invisible,
+    parameter_asks,
     tool_reference,
 )
-from toolkeeper.gateway.scanning.text import fold, humanize, parameters, strings
+from toolkeeper.gateway.scanning.text import Reading, excerpt, fold, humanize, parameters, read
+from toolkeeper.gateway.scanning.text import strings as definition_strings
 
 ScanAction = Literal["block", "warn"]
 
 
 class Severity(StrEnum):
-    """How bad a finding is; high-severity classes block by default."""
+    """How bad a finding is; high-severity findings block by default."""
 
     HIGH = "high"
     MEDIUM = "medium"
@@ -57,21 +70,30 @@ class Severity(StrEnum):
 
 FINDING_CLASSES: dict[str, Severity] = {
     "hidden_directive": Severity.HIGH,
-    "invisible_unicode": Severity.HIGH,
+    "exfiltration": Severity.HIGH,
+    "tool_steering": Severity.HIGH,
     "shadowing": Severity.HIGH,
-    "credential_path": Severity.HIGH,
+    "confusable_name": Severity.HIGH,
     "exfiltration_parameter": Severity.HIGH,
+    "credential_path": Severity.HIGH,
+    "invisible_unicode": Severity.HIGH,
     "model_instruction": Severity.MEDIUM,
+    "markup": Severity.MEDIUM,
     "oversized_text": Severity.MEDIUM,
 }
-"""The scan's finding classes and their severity; `UpstreamConfig.scan` keys are these."""
+"""The scan's finding classes and their usual severity; `UpstreamConfig.scan` keys are these."""
 
 DEFAULT_MAX_TEXT = 2000
+
+_Add = Callable[[str, str, "Hit | Flaw", "Severity", str], None]
+"""Records a finding: ``add(path, raw string, hit or flaw, severity, note)``."""
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One suspicious thing in a tool definition, addressed by a JSON pointer into it."""
+    """One suspicious thing in a tool definition: its class (`code`), severity, the JSON
+    pointer of the string, a one-line message, and which check found it at which span
+    (``[start, end)`` in that string)."""
 
     code: str
     severity: Severity
@@ -79,16 +101,23 @@ class Finding:
     message: str
     server: str = ""
     tool: str = ""
+    check: str = ""
+    span: tuple[int, int] | None = None
 
 
 def default_action(code: str) -> ScanAction:
-    """Block high-severity classes, warn about the rest (and about codes we do not know)."""
+    """What a class does when the upstream's config says nothing: high classes block."""
     return "block" if FINDING_CLASSES.get(code) is Severity.HIGH else "warn"
 
 
 def blocking(findings: Collection[Finding], actions: Mapping[str, ScanAction]) -> list[Finding]:
-    """The findings that withhold a tool under the per-class `actions` of its upstream."""
-    return [f for f in findings if actions.get(f.code, default_action(f.code)) == "block"]
+    """The findings that withhold a tool: those whose class the upstream's `actions` set to
+    block, and, for classes it does not mention, those of high severity."""
+    return [
+        f
+        for f in findings
+        if actions.get(f.code, "block" if f.severity is Severity.HIGH else "warn") == "block"
+    ]
 
 
 def scan_tool(
@@ -100,39 +129,97 @@ def scan_tool(
 ) -> list[Finding]:
     """Every finding in `tool` (an MCP tool definition) from upstream `server`.
 
-    `known_tools` maps each server to its tool names; names of *other* servers that appear
-    in this tool's text are reported as shadowing.
+    `known_tools` maps each server to its tool names: instructions about another server's
+    tool, and names that look like one, are shadowing.
     """
     name = str(tool.get("name", ""))
     found: dict[tuple[str, str], Finding] = {}
 
-    def add(code: str, path: str, message: str) -> None:
+    def add(path: str, raw: str, item: Hit | Flaw, severity: Severity, note: str) -> None:
+        span = (item.start, item.end)
+        message = f"{item.reason}{note}: {excerpt(raw, span)}"
         found.setdefault(
-            (code, path), Finding(code, FINDING_CLASSES[code], path, message, server, name)
+            (item.check, path),
+            Finding(item.code, severity, path, message, server, name, item.check, span),
         )
 
+    own = set(known_tools.get(server, ()))
     reference = tool_reference(
         frozenset(
             (other, tool_name)
             for other, names in known_tools.items()
             if other != server
             for tool_name in names
+            if tool_name not in own
         )
     )
-    description = fold(str(tool.get("description") or ""))
-    for path, text, is_name in strings(tool):
-        plain = fold(text)
-        words = fold(humanize(text)) if is_name else plain
-        check_invisible(text, path, add)
-        check_directives(words, path, add)
-        check_credentials(plain, path, add)
-        if len(text) > max_text:
-            add("oversized_text", path, f"{len(text)} characters, over the {max_text} allowed")
-        if path == "/name":
-            continue  # another server's tool of the same name is a collision, judged elsewhere
-        check_shadowing(plain, reference, path, add)
+    for path, raw, is_name in definition_strings(tool):
+        if flaw := invisible(raw):
+            add(path, raw, flaw, Severity.HIGH, "")
+        if len(raw) > max_text:
+            oversized = Flaw(
+                "oversized", "oversized_text", False,
+                f"{len(raw)} characters, over the {max_text} allowed", max_text, len(raw),
+            )  # fmt: skip
+            add(path, raw, oversized, Severity.MEDIUM, "")
         if is_name:
-            check_instruction_name(words, path, add)
+            _scan_name(path, raw, server, known_tools, add)
+            continue
+        reading = read(raw)
+        _scan_text(path, reading, reference, add)
+    description = fold(str(tool.get("description") or ""))
     for path, prop, schema in parameters(tool):
-        check_exfiltration(prop, schema, description, path, add)
+        if flaw := parameter_asks(prop, schema, description):
+            add(path, prop, flaw, Severity.HIGH, "")
     return list(found.values())
+
+
+def _scan_text(path: str, reading: Reading, reference: ToolReference | None, add: _Add) -> None:
+    """The language checks on one string; markup raises what they find to high."""
+    hits = [*directives(reading)]
+    for extra in (
+        credential_path(reading),
+        cross_server(reading, reference),
+        model_instruction(reading),
+    ):
+        if extra is not None:
+            hits.append(extra)
+    kinds = sorted({marker.kind for marker in reading.markers})
+    note = f" (inside {', '.join(kinds)})" if kinds else ""
+    for hit in hits:
+        raw_hit = Hit(hit.check, hit.code, hit.high, hit.reason, *reading.span(hit.start, hit.end))
+        severity = Severity.HIGH if hit.high or kinds else Severity.MEDIUM
+        add(path, reading.raw, raw_hit, severity, note)
+    if kinds and not hits:
+        first = reading.markers[0]
+        markup = Flaw(
+            "markup", "markup", False,
+            f"pseudo-system markup ({', '.join(kinds)}) with no instruction found in it",
+            first.start, first.end,
+        )  # fmt: skip
+        add(path, reading.raw, markup, Severity.MEDIUM, "")
+
+
+def _scan_name(
+    path: str,
+    raw: str,
+    server: str,
+    known_tools: Mapping[str, Collection[str]],
+    add: _Add,
+) -> None:
+    """Names: the tool's own is checked for disguise and imitation; parameter names and
+    unknown keys are also read as the sentences they may be."""
+    if flaw := confusable_name(raw):
+        add(path, raw, flaw, Severity.HIGH, "")
+    if path == "/name":
+        if flaw := imitated_name(raw, server, known_tools):
+            add(path, raw, flaw, Severity.HIGH, "")
+        return
+    if flaw := instruction_name(raw):
+        add(path, raw, flaw, Severity.HIGH, "")
+    if hit := credential_path(read(raw)):
+        whole = Hit(hit.check, hit.code, hit.high, hit.reason, 0, len(raw))
+        add(path, raw, whole, Severity.HIGH, "")
+    for hit in directives(read(humanize(raw))):
+        whole = Hit(hit.check, hit.code, hit.high, hit.reason, 0, len(raw))
+        add(path, raw, whole, Severity.HIGH if hit.high else Severity.MEDIUM, "")

@@ -1,10 +1,16 @@
-"""The text of a tool definition as a model reads it: where every string is, and how the scan
-folds it before matching.
+"""The text of a tool definition as a model reads it: where every string is, and the reading
+the checks match against.
 
 Every string a model may read counts, not only the description: names, titles, defaults,
-enums, examples and unknown schema keys (CyberArk's "full-schema poisoning"). Folding decodes
-entities and drops compatibility forms and invisible characters, so a check's pattern cannot
-be dodged by spelling a word differently from how the model will read it.
+enums, examples, `required` entries and unknown schema keys (CyberArk's "full-schema
+poisoning"). A `Reading` of a string is what the model sees once rendering tricks are
+undone: entities decoded, Unicode compatibility forms folded (NFKC), invisible characters
+dropped, look-alike letters posing as Latin mapped to Latin, lower case, one space — and
+markup taken out but remembered. Pseudo-system tags, chat-template tokens, bracket and
+banner markers are blanked from the text the checks read (so an instruction is judged by
+what it asks, whatever it is wrapped in) and kept as `markers`, which only raise the
+severity of what the checks find. Every character of a reading maps back to its offset in
+the raw string, so a finding can name the exact span.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ import html
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from toolkeeper.gateway.scanning.confusables import latin_lookalike, script_of
 from toolkeeper.schema.document import pointer
 
 # What a schema may say; any other key is free text to the model and is read as such.
@@ -27,6 +35,9 @@ _SCHEMA_KEYWORDS = frozenset(Draft202012Validator.VALIDATORS) | {
     "else",
 }  # fmt: skip
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_ANNOTATIONS = frozenset(
+    {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+)
 
 
 def strings(tool: Mapping[str, Any]) -> Iterator[tuple[str, str, bool]]:
@@ -47,6 +58,7 @@ def _walk(node: Any, at: tuple[str | int, ...], *, schema: bool) -> Iterator[tup
         for index, item in enumerate(node):
             yield from _walk(item, (*at, index), schema=schema)
     elif isinstance(node, dict):
+        names = node.get("properties") if schema else None
         for key, value in node.items():
             key = str(key)
             if schema and key in _SCHEMA_MAPS and isinstance(value, dict):
@@ -54,9 +66,14 @@ def _walk(node: Any, at: tuple[str | int, ...], *, schema: bool) -> Iterator[tup
                     yield pointer(*at, key, prop), str(prop), True
                     yield from _walk(sub, (*at, key, prop), schema=True)
                 continue
-            if schema and key == "required":
-                continue  # the names again; already read under properties
-            if schema and key not in _SCHEMA_KEYWORDS:
+            if schema and key == "required" and isinstance(value, list):
+                # A listed name is read under `properties`; anything else is free text.
+                known = names if isinstance(names, dict) else {}
+                for index, item in enumerate(value):
+                    if isinstance(item, str) and item not in known:
+                        yield pointer(*at, key, index), item, False
+                continue
+            if key not in (_SCHEMA_KEYWORDS if schema else _ANNOTATIONS):
                 yield pointer(*at, key), key, True
             yield from _walk(value, (*at, key), schema=schema)
 
@@ -87,12 +104,162 @@ def is_hidden(char: str) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A piece of markup taken out of a reading: what kind, and where in the raw string."""
+
+    kind: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A string as a model reads it (`text`), each character's offset in the raw string
+    (`origin`), and the markup taken out of it (`markers`)."""
+
+    raw: str
+    text: str
+    origin: tuple[int, ...]
+    markers: tuple[Marker, ...]
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The raw span of `text[start:end]`."""
+        if not self.origin:
+            return (0, 0)
+        first = self.origin[min(start, len(self.origin) - 1)]
+        last = self.origin[max(min(end, len(self.origin)) - 1, 0)]
+        return (first, max(last + 1, first))
+
+
+# Markup that frames text as coming from the system, not from a tool's author. The text
+# inside stays; only the frame is taken out.
+_MARKUP: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "chat-template token",
+        re.compile(
+            r"<\|[a-z_]{2,20}\|>|<\|/[a-z_]{2,20}\|>|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>"
+            r"|^#{2,3} ?(?:instruction|response|system|user|assistant|human):",
+            re.M,
+        ),
+    ),
+    (
+        "pseudo-system tag",
+        re.compile(
+            r"<\s*/?\s*[a-z_][\w:-]*(?:important|system|instruction|secret|hidden|admin|critical"
+            r"|override|global|priority|urgent|mandatory|require|note|assistant|directive|policy"
+            r"|context|prompt|warning|internal|sys|inst)[\w:-]*(?:\s[^<>]{0,200})?\s*/?\s*>"
+            r"|<\s*/?\s*(?:important|system|instructions?|secret|hidden|admin|critical|override"
+            r"|global|ai|llm|model|assistant|note|sys|inst|shadow|internal)\s*(?:\s[^<>]{0,200})?>",
+        ),
+    ),
+    (
+        "bracket marker",
+        re.compile(
+            r"\[{1,3}\s*(?:system|important|instructions?|admin|hidden|shadow|critical|override"
+            r"|internal|note to [a-z]+|do not show[^\]\n]{0,40}|hidden instruction)"
+            r"(?:\s+(?:message|note|prompt|instruction|override))?\s*(?::|\]{1,3})"
+            r"|\]{2,3}|\[{2,3}",
+        ),
+    ),
+    (
+        "banner",
+        re.compile(
+            r"^\s*#{1,6}\s*(?:system|important|critical|instructions?|requirements?|override|admin"
+            r"|note)\b[^\n]*$"
+            r"|-{3,}\s*(?:critical|system|important|override|admin)[^\n-]{0,60}-{3,}"
+            r"|#{3}\s*(?:system|important|critical)[^\n#]{0,60}#{3}",
+            re.M,
+        ),
+    ),
+    ("html comment", re.compile(r"<!--|-->")),
+    (
+        "json injection key",
+        re.compile(
+            r"\"_?(?:system|instruction|prompt|priority|override|injection|hidden|command)"
+            r"[\w-]{0,30}\"\s*:",
+        ),
+    ),
+)
+
+
+def read(raw: str) -> Reading:
+    """The reading of `raw`: see the module docstring."""
+    chars, origin = _fold(raw)
+    text = "".join(chars)
+    markers: list[Marker] = []
+    blank = list(text)
+    for kind, pattern in _MARKUP:
+        for match in pattern.finditer(text):
+            if match.end() == match.start():
+                continue
+            start, end = origin[match.start()], origin[match.end() - 1] + 1
+            markers.append(Marker(kind, start, end))
+            blank[match.start() : match.end()] = " " * (match.end() - match.start())
+    out, kept = _collapse("".join(blank), origin)
+    return Reading(raw, out, tuple(kept), tuple(sorted(markers, key=lambda m: m.start)))
+
+
+def _fold(raw: str) -> tuple[list[str], list[int]]:
+    """Per character of `raw`: NFKC, hidden characters dropped, look-alikes inside
+    mixed-script words mapped to Latin, lower case; with each output character's origin."""
+    text = html.unescape(raw) if "&" in raw else raw
+    # html.unescape can shorten the text; offsets then refer to the unescaped string, which
+    # is as close to the raw one as a reviewer needs.
+    mixed = _mixed_script_words(text)
+    chars: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        if is_hidden(char):
+            continue
+        if index in mixed:
+            char = latin_lookalike(char) or char
+        for out in unicodedata.normalize("NFKC", char).lower():
+            chars.append(out)
+            origin.append(index)
+    return chars, origin
+
+
+def _mixed_script_words(text: str) -> frozenset[int]:
+    """Offsets of the characters inside words posing as Latin: words that mix Latin with
+    another script, and — in mostly Latin text — words spelled wholly in look-alikes
+    (Cyrillic "сору"). Only there is a Cyrillic 'о' an 'o' in disguise; Russian text stays
+    Russian."""
+    letters = [c for c in text if c.isalpha()]
+    latin = sum(script_of(c) == "LATIN" for c in letters)
+    mostly_latin = latin * 2 > len(letters)
+    inside: set[int] = set()
+    for match in re.finditer(r"\w+", text):
+        word = [c for c in match.group() if c.isalpha()]
+        scripts = {script_of(c) for c in word}
+        mixed = "LATIN" in scripts and len(scripts) > 1
+        disguised = mostly_latin and word and all(latin_lookalike(c) for c in word)
+        if mixed or disguised:
+            inside.update(range(match.start(), match.end()))
+    return frozenset(inside)
+
+
+def _collapse(text: str, origin: list[int]) -> tuple[str, list[int]]:
+    """Every run of white space becomes one space (a line break is layout, not meaning, to
+    the checks); leading and trailing blanks go."""
+    out: list[str] = []
+    kept: list[int] = []
+    for char, at in zip(text, origin, strict=True):
+        if char.isspace():
+            if not out or out[-1] == " ":
+                continue
+            char = " "
+        out.append(char)
+        kept.append(at)
+    if out and out[-1] == " ":
+        out.pop()
+        kept.pop()
+    return "".join(out), kept
+
+
 def fold(text: str) -> str:
-    """The text as a model reads it: entities decoded, compatibility forms and invisible
-    characters removed (so "ig\u200bnore" still reads "ignore"), lower case, one space."""
-    text = unicodedata.normalize("NFKC", html.unescape(text))
-    text = "".join(ch for ch in text if not is_hidden(ch))
-    return " ".join(text.lower().split())
+    """The reading's text alone, for short strings such as parameter names."""
+    return read(text).text
 
 
 def humanize(name: str) -> str:
@@ -100,7 +267,10 @@ def humanize(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|[_\-.:/]+", " ", name)
 
 
-def snippet(text: str, match: re.Match[str]) -> str:
-    """The match with some context either side, for a finding's message."""
-    start, end = max(0, match.start() - 20), min(len(text), match.end() + 20)
-    return repr(text[start:end])
+def excerpt(raw: str, span: tuple[int, int], width: int = 90) -> str:
+    """The raw text of `span` with a little context, on one line, for a finding's message."""
+    start, end = span
+    left = max(0, start - 15)
+    right = min(len(raw), max(end, start + 1) + 15)
+    piece = " ".join(raw[left:right].split())
+    return repr(piece if len(piece) <= width else piece[: width - 1] + "…")

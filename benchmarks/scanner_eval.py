@@ -1,0 +1,158 @@
+"""How well the upstream injection scan generalizes: blocked rates per set and technique.
+
+Run: python benchmarks/scanner_eval.py [--misses] [--split regression|tuning|report]
+
+Three sets, printed separately and never pooled:
+
+* regression — our own corpus (tests/gateway/corpus/{poisoned,benign}.json), the one the
+  scanner was first written against; it guards against regressions and says nothing about
+  generalization.
+* tuning — public definitions written by others (tests/gateway/corpus/eval/tuning.jsonl);
+  the checks may be tuned on it.
+* report — public definitions from *other* source repositories
+  (tests/gateway/corpus/eval/report.jsonl); never tuned on. This is the figure to quote.
+
+A definition counts as blocked when the gateway would withhold it from the scan alone: a
+finding that blocks under the default actions, or (for a rug pull, whose "after" definition
+is scanned) the same. Benign definitions of each set are scanned as one federation (every
+server knows every other server's tool names), so shadowing checks meet the same crowd of
+names a large deployment would. Goal on the report set: >= 95% of poisoned blocked, <= 2%
+of benign blocked, every technique >= 90%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkeeper.gateway.scanning.findings import Finding, blocking, scan_tool
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "gateway" / "corpus"
+SETS = ("regression", "tuning", "report")
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One definition to scan, with what the set says it is."""
+
+    id: str
+    poisoned: bool
+    technique: str
+    server: str
+    tool: dict[str, Any]
+    known_tools: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    item: Item
+    findings: tuple[Finding, ...]
+
+    @property
+    def blocked(self) -> bool:
+        return bool(blocking(self.findings, {}))
+
+
+def load(name: str) -> list[Item]:
+    """The items of set `name`; the regression set keeps its own file format."""
+    if name == "regression":
+        return list(_regression())
+    items = []
+    for line in (CORPUS / "eval" / f"{name}.jsonl").read_text().splitlines():
+        raw = json.loads(line)
+        poisoned = raw["label"] == "poisoned"
+        items.append(
+            Item(
+                raw["id"],
+                poisoned,
+                raw.get("technique", "benign") if poisoned else "benign",
+                raw["server"],
+                raw["tool"],
+                raw.get("known_tools", {}),
+            )
+        )
+    return items
+
+
+def _regression() -> Iterator[Item]:
+    for entry in json.loads((CORPUS / "poisoned.json").read_text())["entries"]:
+        tool = entry["after"] if entry["class"] == "rug_pull" else entry["tool"]
+        yield Item(
+            entry["id"], True, entry["class"], entry["server"], tool, entry.get("known_tools", {})
+        )
+    for server, tools in json.loads((CORPUS / "benign.json").read_text())["servers"].items():
+        for tool in tools:
+            yield Item(f"{server}/{tool['name']}", False, "benign", server, tool)
+
+
+def judge(items: Sequence[Item]) -> list[Verdict]:
+    """Scan every item against the federation of the set's benign servers plus the servers
+    the item itself names."""
+    federation: dict[str, set[str]] = {}
+    for item in items:
+        if not item.poisoned:
+            federation.setdefault(item.server, set()).add(str(item.tool.get("name", "")))
+    verdicts = []
+    for item in items:
+        known = {server: set(names) for server, names in federation.items()}
+        for server, names in item.known_tools.items():
+            known.setdefault(server, set()).update(names)
+        known.setdefault(item.server, set())
+        findings = scan_tool(item.server, item.tool, known_tools=known)
+        verdicts.append(Verdict(item, tuple(findings)))
+    return verdicts
+
+
+def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
+    role = {
+        "regression": "our own corpus: regression guard, not an evaluation",
+        "tuning": "public, checks may be tuned on it",
+        "report": "public, other sources, never tuned on: the figure to quote",
+    }[name]
+    print(f"\n== {name} ({role})")
+    poisoned = [v for v in verdicts if v.item.poisoned]
+    benign = [v for v in verdicts if not v.item.poisoned]
+    by_technique: dict[str, list[Verdict]] = {}
+    for verdict in poisoned:
+        by_technique.setdefault(verdict.item.technique, []).append(verdict)
+    print(f"  {'technique':<24} {'n':>4} {'blocked':>8} {'rate':>7}")
+    for technique, group in sorted(by_technique.items()):
+        _row(technique, group)
+    _row("ALL POISONED", poisoned)
+    blocked = sum(v.blocked for v in benign)
+    rate = blocked / len(benign) if benign else 0.0
+    print(f"  {'benign (false positives)':<24} {len(benign):>4} {blocked:>8} {rate:>7.1%}")
+    if misses:
+        for verdict in poisoned:
+            if not verdict.blocked:
+                codes = sorted({f.code for f in verdict.findings})
+                print(f"    missed {verdict.item.technique}: {verdict.item.id} {codes}")
+        for verdict in benign:
+            if verdict.blocked:
+                for finding in blocking(verdict.findings, {}):
+                    print(
+                        f"    false positive {verdict.item.id}: {finding.code}: {finding.message}"
+                    )
+
+
+def _row(label: str, group: Sequence[Verdict]) -> None:
+    blocked = sum(v.blocked for v in group)
+    print(f"  {label:<24} {len(group):>4} {blocked:>8} {blocked / len(group):>7.1%}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=SETS, action="append", help="only these sets")
+    parser.add_argument("--misses", action="store_true", help="list misses and false positives")
+    args = parser.parse_args(argv)
+    for name in args.split or SETS:
+        report(name, judge(load(name)), misses=args.misses)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

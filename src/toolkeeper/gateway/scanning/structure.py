@@ -1,0 +1,204 @@
+"""Checks on the shape of a definition rather than its sentences: hidden characters, names
+that pass for other names, and parameters that ask for more than the tool needs.
+
+Each check returns the raw span it objects to, so a finding points at the character, name
+or parameter a reviewer should look at.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolkeeper.gateway.scanning.confusables import disguised_letters, skeleton
+from toolkeeper.gateway.scanning.directives import ToolReference
+from toolkeeper.gateway.scanning.text import fold, humanize, is_hidden
+
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+@dataclass(frozen=True, slots=True)
+class Flaw:
+    """A structural problem: the check, the finding class, whether it blocks on its own, a
+    one-line reason and the raw span."""
+
+    check: str
+    code: str
+    high: bool
+    reason: str
+    start: int
+    end: int
+
+
+def invisible(raw: str) -> Flaw | None:
+    """Characters that render as nothing, with what tag characters spell out."""
+    hidden = [i for i, ch in enumerate(raw) if is_hidden(ch) and not _emoji_joiner(raw, i)]
+    if not hidden:
+        return None
+    chars = [raw[i] for i in hidden]
+    tags = "".join(chr(ord(ch) - 0xE0000) for ch in chars if 0xE0020 <= ord(ch) <= 0xE007E)
+    kinds = sorted({"bidi control" if ch in _BIDI else f"U+{ord(ch):04X}" for ch in chars})
+    reason = f"{len(hidden)} invisible or control character(s): {', '.join(kinds[:8])}"
+    if tags:
+        reason += f"; tag characters spell {tags[:120]!r}"
+    return Flaw("invisible", "invisible_unicode", True, reason, hidden[0], hidden[-1] + 1)
+
+
+def _emoji_joiner(text: str, index: int) -> bool:
+    """A zero-width joiner inside an emoji sequence (👩‍💻) is not hiding anything."""
+    if text[index] != "\u200d" or index == 0 or index + 1 >= len(text):
+        return False
+    before = text[index - 1] if text[index - 1] != "\ufe0f" else text[max(0, index - 2)]
+    return unicodedata.category(before) == "So" and unicodedata.category(text[index + 1]) == "So"
+
+
+def confusable_name(name: str) -> Flaw | None:
+    """A Latin name with letters from another script that look Latin (``read_fіle``)."""
+    disguised = disguised_letters(name)
+    if not disguised:
+        return None
+    shown = ", ".join(f"{c!r} U+{ord(c):04X}" for c in disguised[:4])
+    first = next(i for i, c in enumerate(name) if c in disguised)
+    return Flaw(
+        "confusable_name", "confusable_name", True,
+        f"the name mixes scripts: {shown} pose as Latin letters", first, first + 1,
+    )  # fmt: skip
+
+
+def imitated_name(
+    name: str, server: str, known_tools: Mapping[str, Collection[str]]
+) -> Flaw | None:
+    """A name that looks exactly like another server's tool without being it: a reviewer and
+    a model will take one for the other. (An identical name is a collision, judged where
+    every listing is seen at once.)"""
+    shape = skeleton(name)
+    for other, names in sorted(known_tools.items()):
+        if other == server:
+            continue
+        for candidate in sorted(names):
+            if candidate != name and skeleton(candidate) == shape:
+                return Flaw(
+                    "imitated_name", "shadowing", True,
+                    f"the name looks like {candidate!r} of server {other!r}", 0, len(name),
+                )  # fmt: skip
+    return None
+
+
+_VERB = (
+    r"(?:read|reading|include|including|send|sending|pass|passing|paste|provide|copy|attach"
+    r"|forward|upload|append|fetch|leak|exfiltrate|put|dump)"
+)
+_INSTRUCTION_NAME = re.compile(r"\b" + _VERB + r"\b")
+
+
+def instruction_name(name: str) -> Flaw | None:
+    """A parameter or key name that is a sentence telling the model what to put in it."""
+    words = fold(humanize(name))
+    if len(words.split()) >= 4 and _INSTRUCTION_NAME.search(words):
+        return Flaw(
+            "instruction_name", "hidden_directive", True,
+            f"a name that reads as an instruction: {words[:120]!r}", 0, len(name),
+        )  # fmt: skip
+    return None
+
+
+# Parameter names that by themselves ask for the conversation or other tools' output.
+_CONTEXT_NAME = re.compile(
+    r"(?:all|full|previous|prior|last|user)?(?:tools?list|tooloutputs?|toolresults?"
+    r"|conversation(?:history|context|log)?|chathistory|chatlog|messagehistory|previousmessages"
+    r"|allmessages|usermessages?|transcript|systemprompt|systemmessage|prompthistory)"
+)
+# Names an honest tool also uses, that turn bad only when their text asks for content.
+_CARRIER_NAME = re.compile(
+    r"(?:side)?notes?|(?:extra|additional)?context|feedback|debug(?:info)?|memory|metadata"
+    r"|history|userdata|details|extra|comment|reasoning|secrets?|token|apikey|password"
+    r"|credentials?"
+)
+_ASKS_FOR_CONTENT = re.compile(
+    r"\b(?:full|entire|complete|whole|all|verbatim|exact|raw)\b(?:[^.]|\.(?=\S)){0,40}"
+    r"\b(?:conversation|chat|history|transcript|messages|context|prompt|instructions|contents?)\b"
+    r"|\b(?:conversation|chat|message) history\b|\bsystem prompt\b"
+    r"|\b(?:previous|prior|last|earlier) (?:messages?|instructions"
+    r"|tool (?:calls|results|outputs))\b"
+    r"|\buser'?s? (?:previous|last|prior) message\b"
+    r"|\b(?:contents?|text) of\b(?:[^.]|\.(?=\S)){0,40}"
+    r"\b(?:files?|keys?|config\w*|environment)\b"
+    r"|\b(?:api keys?|access tokens?|secrets?|credentials|environment variables|env vars?"
+    r"|private keys?)\b(?:[^.]|\.(?=\S)){0,30}\b(?:you have|you've|seen|found|available|read)\b"
+    r"|\b(?:everything|anything|all)\s+(?:the user|you)\s+(?:said|wrote|typed|know|have seen)\b"
+    r"|\b(?:paste|include|put|copy|append|dump)\b(?:[^.]|\.(?=\S)){0,40}"
+    r"\b(?:here|this field|this parameter)\b"
+)
+_SECRET_PATH = re.compile(
+    r"~/|/etc/|\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)|\.aws/|\.env\b|\.npmrc|\.netrc|\.kube/"
+    r"|mcp\.json|bash_history"
+)
+
+
+def parameter_asks(prop: str, schema: Mapping[str, Any], description: str) -> Flaw | None:
+    """A parameter that asks for the conversation, other tools' output or secrets the tool
+    has no use for; `description` is the tool's own description, folded."""
+    key = re.sub(r"[^a-z0-9]", "", prop.lower())
+    own = fold(" ".join(str(schema.get(k, "")) for k in ("description", "title", "default")))
+    words = fold(humanize(prop))
+    explained = words in description or prop.lower() in description
+    if _CONTEXT_NAME.fullmatch(key) and not explained:
+        return Flaw(
+            "context_parameter", "exfiltration_parameter", True,
+            f"parameter {prop!r} asks for the conversation or other tools' output, and the "
+            "description never says why",
+            0, len(prop),
+        )  # fmt: skip
+    asks = _ASKS_FOR_CONTENT.search(own)
+    if asks and (_CARRIER_NAME.fullmatch(key) or _CONTEXT_NAME.fullmatch(key)):
+        return Flaw(
+            "context_parameter", "exfiltration_parameter", True,
+            f"parameter {prop!r} asks for content the tool does not need: {asks.group()!r}",
+            0, len(prop),
+        )  # fmt: skip
+    secret = _SECRET_PATH.search(words + " " + prop.lower() + " " + own)
+    if secret and not explained and not re.search(re.escape(secret.group()), description):
+        return Flaw(
+            "schema_mismatch", "exfiltration_parameter", True,
+            f"parameter {prop!r} refers to {secret.group()!r}, which the description never "
+            "explains",
+            0, len(prop),
+        )  # fmt: skip
+    feeding = re.compile(
+        r"\b(?:pass|put|include|provide|send|add|insert|paste|copy|append)\b(?:[^.]|\.(?=\S))"
+        rf"{{0,80}}\b(?:as|in|into|to|via)\s+(?:the\s+)?['\"`]?{re.escape(prop.lower())}\b"
+    )
+    routed = feeding.search(description)
+    if routed and _CARRIER_NAME.fullmatch(key):
+        return Flaw(
+            "context_parameter", "exfiltration_parameter", True,
+            f"the description routes content into parameter {prop!r}: {routed.group()[:80]!r}",
+            0, len(prop),
+        )  # fmt: skip
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def tool_reference(tools: frozenset[tuple[str, str]]) -> ToolReference | None:
+    """One pattern for every (server, tool name) in `tools`. A distinctive identifier
+    (``send_email``, ``getUser``) counts anywhere, also inside a prefixed form like
+    ``mcp_tool_send_email``; a plain word (``fetch``) only when it is called a tool."""
+    owners = {name.lower(): server for server, name in sorted(tools, reverse=True)}
+    distinctive = {n.lower() for _, n in tools if re.search(r"[_\-.\d]|[a-z][A-Z]", n)}
+    plain = set(owners) - distinctive
+    parts = []
+    if distinctive:
+        words = _alternatives(distinctive)
+        parts.append(rf"(?<![a-z0-9])({words})(?![a-z0-9_])")
+    if plain:
+        words = _alternatives(plain)
+        parts.append(rf"\b[`'\"]?({words})[`'\"]?\s+tool\b|\btool\s+[`'\"]?({words})\b")
+    return ToolReference(re.compile("|".join(parts)), owners) if parts else None
+
+
+def _alternatives(names: Collection[str]) -> str:
+    return "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
