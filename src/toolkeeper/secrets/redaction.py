@@ -4,37 +4,43 @@ Stage 9 of the pipeline (DESIGN.md, *project*), the gateway's logs and its upstr
 what a tool, an upstream or a provider produced through a `Redactor` before a model, a ledger
 row, an artifact or a log line sees it. A value is registered once — the `SecretBroker` does
 it the moment a secret is resolved, the gateway for every ``${NAME}`` an upstream's ``env`` or
-``headers`` reads — and all its forms are compiled then, into one pattern per value:
+``headers`` reads — and its forms are worked out then: its spellings, its hex, its
+base64.
 
-- the value, each character written literally or in any escape a serializer uses for one
-  character, freely mixed (so a partial escape is found as well as a full one): backslash
-  escapes of JSON, JavaScript, Python and C (``\\u00e9``, ``\\xe9``, ``\\xc3\\xa9``, ``\\303``,
-  ``\\"``), nested up to four backslashes deep; HTML entities (named, decimal, hex, and
-  escaped again as ``&amp;…``); percent-encoding (single, double and triple, either case, ``+``
-  for a space, ``%u00e9``); UTF-8 read as Latin-1 or cp1252 (mojibake); NFC and NFD;
-- hex of its UTF-8 bytes, either case, the bytes optionally separated by ``:``, ``-`` or a space;
-- base64 (standard or URL-safe alphabet, padded or not, wrapped into lines, ``+/=``
-  percent-encoded) of its UTF-8 bytes and of its JSON escape, at any of the three byte
-  alignments, so it is found inside a larger payload: a ``user:secret`` pair, a JWT, a blob.
+A redaction first undoes, in copies of the input called views, up to three layers of the
+escapes serializers write — backslash escapes of JSON, JavaScript, Python and C, HTML
+entities, percent-encoding — each view remembering where every character came from, so a
+value escaped wholly or partly, once or three times, reads plainly there. Then it looks, in
+the input and in every view, for
 
-docs/redaction.md says what is not covered (encryption, hashing, compression, splitting,
-reversing, changed letter case, other character sets…) and why. Values shorter than
-`min_length` are refused: a short value would redact unrelated words.
+- the value's spellings: as is, NFC, NFD, with ``+`` for each space, and its UTF-8 read as
+  Latin-1 or cp1252 (mojibake, which is also how a bytes repr ``b'\\xc3\\xa9'`` reads once
+  its escapes are undone);
+- hex of its UTF-8 bytes, either case, the bytes optionally separated by ``:``, ``-`` or a
+  space;
+- base64 of its UTF-8 bytes and of its JSON escape, standard or URL-safe alphabet, padded or
+  not, wrapped into lines, at each of the three byte alignments inside a larger payload (a
+  ``user:secret`` pair, a JWT, a blob).
 
-Redaction is a single pass over the input; the placeholder is never scanned again.
+Each match is mapped back to the stretch of input it was read from, and the stretches are
+replaced by the placeholder, once: the placeholder is never scanned again. docs/redaction.md
+says what is not covered and why. Values shorter than `min_length` are refused: a short
+value would redact unrelated words.
 """
 
 from __future__ import annotations
 
-import html.entities
-import itertools
+import base64
+import bisect
+import functools
+import html
 import json
 import logging
 import re
 import string
 import threading
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -43,37 +49,40 @@ from toolkeeper.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-_Piece = tuple[str, int]
-"""A regular expression and the most UTF-8 bytes a match of it can span."""
+LAYERS = 3
+"""Layers of escaping undone: JSON inside JSON inside JSON, a URL encoded three times."""
+WIDEST_CHARACTER = 28
+"""The most input characters one character of a value can take within `LAYERS` layers
+(four UTF-8 bytes percent-encoded three times: ``%2525F0`` four times)."""
 
-_BACKSLASHES = r"\\\\{0,3}"
-"""The backslashes before an escape: one, or one escaped again once or twice (JSON in JSON).
-Written as a literal first, like every piece that can start a form: a pattern whose first
-character is known is scanned by the regex engine's fast character-set search."""
-_AMPERSAND = "&(?:amp;){0,2}"
-"""An entity's ampersand, itself escaped as ``&amp;`` up to twice."""
-_PERCENT = "%(?:25){0,2}"
-"""A percent escape's sign, itself percent-encoded up to twice."""
-_SHORT_ESCAPES = {
-    '"': '"',
-    "'": "'",
-    "/": "/",
-    "\\": r"\\",
-    "\n": "n",
-    "\t": "t",
-    "\r": "r",
-    "\b": "b",
-    "\f": "f",
-    "\v": "v",
-    "\a": "a",
-    "\0": "0",
-}
-"""The one-letter backslash escapes of JSON, Python, JavaScript and C, by character."""
-_ENTITY_NAMES: dict[str, list[str]] = {}
-for _name, _text in html.entities.html5.items():
-    if len(_text) == 1:
-        _ENTITY_NAMES.setdefault(_text, []).append(_name)
+_SCHEMES = (
+    r"\\(?:[uU]\{[0-9a-fA-F]{1,6}\}"
+    r"|u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    r"|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[0-7]{1,3}|.)",
+    r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?",
+    r"%u[0-9a-fA-F]{4}|%[0-9a-fA-F]{2}(?:%[0-9a-fA-F]{2})*",
+)
+_ESCAPE = re.compile("|".join(_SCHEMES), re.DOTALL)
+"""One escape: a backslash escape (``\\u00e9``, a surrogate pair, ``\\U0001f600``,
+``\\u{1f600}``, ``\\xe9``, octal ``\\351``, ``\\"``, ``\\n``…), an HTML entity (named,
+decimal, hex, with or without ``;``), ``%u00e9``, or a run of percent-escaped bytes. Every
+alternative starts with a literal character, so the engine skips ahead to the next ``\\``,
+``&`` or ``%`` at C speed."""
+_SCHEME_ESCAPES = tuple(re.compile(scheme, re.DOTALL) for scheme in _SCHEMES)
+"""The escapes of one scheme each (backslash, entity, percent). Decoding all at once, the
+escape of one scheme can swallow the start of another's (``\\`` before ``0%3A`` reads as
+octal ``\\0``); decoding one scheme alone leaves the other's characters as they are."""
+_SWALLOWED = 10
+"""The most characters an escape can swallow from what follows it: ``\\U`` and eight hex
+digits."""
+_SHORT = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "a": "\a"}
+_LINE_BREAKS = re.compile(r"[\r\n][\r\n]*")
+_HEX_DIGITS = str.maketrans("ABCDEF", "abcdef")
 _BASE64 = string.ascii_uppercase + string.ascii_lowercase + string.digits + "+/"
+_BASE64_STANDARD = str.maketrans("-_", "+/")
+"""The URL-safe alphabet's two characters as the standard alphabet writes them."""
+_Replace = Callable[[str], tuple[tuple[int, int, str], ...]]
+"""What one match stands for, as (start, end, text) pieces of it, in order."""
 
 
 def _utf8(text: str) -> bytes:
@@ -85,165 +94,194 @@ def _utf8(text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
-def _hex(number: int, digits: int) -> str:
-    return f"(?i:{number:0{digits}x})"
+# -- what a value looks like ---------------------------------------------------------------
 
 
-def _any(pieces: list[_Piece]) -> _Piece:
-    unique = dict(pieces)
-    return "(?:" + "|".join(unique) + ")", max(unique.values())
-
-
-def _escapes(char: str) -> list[_Piece]:
-    """`char` as backslash escapes: JSON/JavaScript ``\\uXXXX`` (surrogate pairs beyond the
-    BMP), ``\\U0001F600``, ``\\u{1f600}``, ``\\xe9``, the UTF-8 bytes as ``\\xc3\\xa9`` (a
-    Python bytes repr) or octal ``\\303\\251`` (C, git), and one-letter escapes."""
-    point, raw = ord(char), _utf8(char)
-    after: list[_Piece] = [
-        (f"U{_hex(point, 8)}", 9),
-        (rf"u\{{0{{0,4}}{_hex(point, 1)}\}}", 12),
-    ]
-    if point < 0x10000:
-        after.append((f"u{_hex(point, 4)}", 5))
-    else:
-        high = 0xD800 + ((point - 0x10000) >> 10)
-        low = 0xDC00 + ((point - 0x10000) & 0x3FF)
-        after.append((f"u{_hex(high, 4)}{_BACKSLASHES}u{_hex(low, 4)}", 14))
-    if point < 0x100:
-        after.append((f"x{_hex(point, 2)}", 3))
-    if char in _SHORT_ESCAPES:
-        after.append((_SHORT_ESCAPES[char], 1))
-    escaped, width = _any(after)
-    pieces = [(_BACKSLASHES + escaped, 4 + width)]
-    if point >= 0x80:
-        pieces.append(("".join(f"{_BACKSLASHES}x{_hex(b, 2)}" for b in raw), 7 * len(raw)))
-    pieces.append(("".join(f"{_BACKSLASHES}{b:03o}" for b in raw), 7 * len(raw)))
-    return pieces
-
-
-def _entities(char: str) -> list[_Piece]:
-    """`char` as an HTML/XML entity: decimal, hex, or any HTML5 name for it."""
-    point = ord(char)
-    names = sorted(_ENTITY_NAMES.get(char, ()), key=len, reverse=True)
-    after = [(f"#0{{0,4}}{point};?", 6 + len(str(point))), (f"#[xX]0{{0,4}}{_hex(point, 1)};?", 14)]
-    after += [(re.escape(name), len(name)) for name in names]
-    escaped, width = _any(after)
-    return [(_AMPERSAND + escaped, 9 + width)]
-
-
-def _percents(char: str) -> list[_Piece]:
-    """`char` percent-encoded: its UTF-8 bytes (single, double, triple), ``+`` for a space,
-    and JavaScript's ``%uXXXX``."""
-    point, raw = ord(char), _utf8(char)
-    pieces = [("".join(f"{_PERCENT}{_hex(b, 2)}" for b in raw), 7 * len(raw))]
-    if char == " ":
-        pieces += [(r"\+", 1), (f"{_PERCENT}{_hex(ord('+'), 2)}", 7)]
-    if 0x80 <= point < 0x10000:
-        pieces.append((f"%u{_hex(point, 4)}", 6))
-    return pieces
-
-
-def _spellings(char: str) -> list[_Piece]:
-    """`char` literally, in its NFC and NFD spellings, and as mojibake: its UTF-8 bytes
-    decoded as Latin-1 or cp1252."""
-    spellings = {char, unicodedata.normalize("NFC", char), unicodedata.normalize("NFD", char)}
-    raw = _utf8(char)
-    if len(raw) > 1:
-        spellings.add(raw.decode("latin-1"))
-        spellings.add("".join(bytes([b]).decode("cp1252", "ignore") or chr(b) for b in raw))
-    return [(re.escape(text), len(_utf8(text))) for text in sorted(spellings)]
-
-
-def _character(char: str) -> _Piece:
-    return _any(_spellings(char) + _escapes(char) + _entities(char) + _percents(char))
-
-
-def _backslash_run(count: int) -> _Piece:
-    """`count` backslashes in a row, as one piece: as separate pieces, each of which matches
-    one to five backslashes, a long run of them in the text would make the regex engine try
-    every way to share it out (exponential backtracking)."""
-    others = _entities("\\") + _percents("\\")
-    rest, width = _any(others)
-    options = [(rf"\\\\{{{count - 1},{5 * count - 1}}}", 5 * count)]
-    options += [(f"{first}(?:{rest}){{{count - 1}}}", count * width) for first, _ in others]
-    return _any(options)
-
-
-def _text_form(value: str) -> _Piece:
-    pieces = []
-    for char, group in itertools.groupby(value):
-        count = len(list(group))
-        if char == "\\" and count > 1:
-            pieces.append(_backslash_run(count))
-        else:
-            pieces += [_character(char)] * count
-    return "".join(p for p, _ in pieces), sum(w for _, w in pieces)
-
-
-def _hex_form(raw: bytes) -> _Piece:
-    return "(?i:" + "[ :-]?".join(f"{b:02x}" for b in raw) + ")", 3 * len(raw)
-
-
-def _base64_form(raw: bytes, offset: int) -> _Piece:
-    """Base64 of `raw` when it starts `offset` bytes into the encoded payload: the characters
-    its bits alone decide, then the last one as the class of characters whose known bits
-    match (the rest come from the next byte, or the zero padding). The first character at
-    offsets 1 and 2 mixes 2 or 4 of the value's bits with the previous byte's; it is left
-    out, so every form starts with a known character."""
-    bits = "?" * (8 * offset) + "".join(f"{b:08b}" for b in raw)
-    bits += "?" * (-len(bits) % 6)
-    pieces = []
-    for start in range(-(-8 * offset // 6) * 6, len(bits), 6):
-        sextet = bits[start : start + 6]
-        chars = [
-            c
-            for v, c in enumerate(_BASE64)
-            if all(k in ("?", b) for k, b in zip(sextet, f"{v:06b}", strict=True))
-        ]
-        pieces.append(_base64_characters(chars))
-    body = r"(?:\r?\n)?".join(pieces)
-    return body + "(?:=|%3[dD]){0,2}", 5 * len(pieces) + 6
-
-
-def _base64_characters(chars: list[str]) -> str:
-    options = []
-    if len(chars) > 1:
-        urlsafe = {"+": "-", "/": "_"}
-        options.append("[" + "".join(re.escape(c + urlsafe.get(c, "")) for c in chars) + "]")
-    else:
-        options.append(re.escape(chars[0]))
-        options += {"+": ["-"], "/": ["_", r"\\/"]}.get(chars[0], [])
-    if "+" in chars:
-        options.append("%2[bB]")
-    if "/" in chars:
-        options.append("%2[fF]")
-    return "(?:" + "|".join(options) + ")"
-
-
-def _forms(value: str) -> list[_Piece]:
-    """Every form of `value` (see the module docstring), one pattern each: each starts with
-    a known character, which an alternation of them all would not."""
+def _spellings(value: str) -> set[str]:
     raw = _utf8(value)
-    forms = [_text_form(value), _hex_form(raw)]
-    for source in dict.fromkeys([raw, _utf8(json.dumps(value)[1:-1])]):
-        forms += [_base64_form(source, offset) for offset in range(3)]
-    return forms
+    cp1252 = "".join(bytes([b]).decode("cp1252", "ignore") or chr(b) for b in raw)
+    return {
+        value,
+        unicodedata.normalize("NFC", value),
+        unicodedata.normalize("NFD", value),
+        value.replace(" ", "+"),
+        raw.decode("latin-1"),
+        cp1252,
+    }
+
+
+def _hexes(raw: bytes) -> set[str]:
+    return {separator.join(f"{b:02x}" for b in raw) for separator in ("", ":", "-", " ")}
+
+
+def _base64(raw: bytes, offset: int) -> tuple[str, str]:
+    """Base64 of `raw` starting `offset` bytes into the encoded payload: the characters its
+    bits alone decide, and the characters the next one may be (its known high bits match;
+    the rest come from the following byte, or the zero padding), or "" when `raw` ends on a
+    character boundary. The first character at offsets 1 and 2 mixes 2 or 4 of the value's
+    bits with the previous byte's: it is left out."""
+    encoded = base64.b64encode(bytes(offset) + raw).decode()
+    bits = 8 * (offset + len(raw))
+    known = encoded[-(-8 * offset // 6) : bits // 6]
+    shared = bits % 6  # the known high bits of the character after `known`
+    if not shared:
+        return known, ""
+    high = _BASE64.index(encoded[bits // 6]) >> (6 - shared)
+    return known, "".join(c for v, c in enumerate(_BASE64) if v >> (6 - shared) == high)
 
 
 @dataclass(frozen=True, slots=True)
 class _Secret:
+    """A registered value and the literals it is looked for as: plain searches, so that
+    registering even a long value (a PEM key) compiles nothing."""
+
     value: str
-    sources: tuple[str, ...]
-    patterns: tuple[re.Pattern[str], ...]
-    width: int
+    spellings: tuple[str, ...]
+    hexes: tuple[str, ...]
+    base64: tuple[tuple[str, str], ...]
+    parts: tuple[tuple[str, str], ...]
+    """(head, tail) of each spelling, cut where an escape next to it could swallow one."""
+
+    @classmethod
+    def compile(cls, value: str) -> _Secret:
+        raw = _utf8(value)
+        sources = dict.fromkeys([raw, _utf8(json.dumps(value)[1:-1])])
+        base64 = {_base64(source, offset) for source in sources for offset in range(3)}
+        spellings = _spellings(value)
+        parts = {
+            (spelling[:cut], spelling[cut:])
+            for spelling in spellings
+            for cut in range(1, len(spelling))
+            if cut <= _SWALLOWED or len(spelling) - cut <= _SWALLOWED
+        }
+        return cls(value, tuple(spellings), tuple(_hexes(raw)), tuple(base64), tuple(parts))
+
+
+# -- where the input says it ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """The input, or a copy of a view with some stretches replaced (escapes undone, line
+    breaks dropped), knowing where each replaced stretch came from in its parent."""
+
+    text: str
+    parent: _View | None = None
+    starts: tuple[int, ...] = ()
+    stretches: tuple[tuple[int, int, int, int], ...] = ()
+    """(start, end) here and (start, end) in the parent of every replaced stretch."""
+
+    def source(self, start: int, end: int) -> tuple[int, int]:
+        """The stretch of the input that `text[start:end]` was read from."""
+        view = self
+        while view.parent is not None:
+            start, end = view._in_parent(start, 0), view._in_parent(end - 1, 1)
+            view = view.parent
+        return start, end
+
+    def _in_parent(self, position: int, after: int) -> int:
+        # `after` 0: where the character at `position` starts in the parent; 1: where it ends.
+        index = bisect.bisect_right(self.starts, position) - 1
+        if index < 0:
+            return position + after
+        _, end, parent_start, parent_end = self.stretches[index]
+        if position < end:
+            return parent_end if after else parent_start
+        return position - end + parent_end + after
+
+
+def _replaced_view(view: _View, pattern: re.Pattern[str], replace: _Replace) -> _View | None:
+    """`view` with every match of `pattern` replaced by the (start, end, text) pieces
+    `replace` gives for it (an empty tuple leaves the match as it is); None when nothing
+    was replaced. Built by `re.sub`, so text between matches is copied at C speed."""
+    starts: list[int] = []
+    stretches: list[tuple[int, int, int, int]] = []
+    shift = 0  # how far the output has moved from the input so far
+
+    def substitute(match: re.Match[str]) -> str:
+        nonlocal shift
+        pieces = replace(match.group())
+        if not pieces:
+            return match.group()
+        base = match.start()
+        for start, end, text in pieces:
+            here = base + start + shift
+            starts.append(here)
+            stretches.append((here, here + len(text), base + start, base + end))
+            shift += len(text) - (end - start)
+        return pieces[0][2] if len(pieces) == 1 else "".join(p[2] for p in pieces)
+
+    text = pattern.sub(substitute, view.text)
+    if not stretches:
+        return None
+    return _View(text, view, tuple(starts), tuple(stretches))
+
+
+def _unescaped(view: _View, escape: re.Pattern[str] = _ESCAPE) -> _View | None:
+    """`view` with one layer of escapes undone."""
+    return _replaced_view(view, escape, _unescape)
+
+
+def _unwrapped(view: _View) -> _View | None:
+    """`view` without line breaks: base64 wrapped into lines (MIME, PEM) reads whole."""
+    if "\n" not in view.text and "\r" not in view.text:
+        return None
+    return _replaced_view(view, _LINE_BREAKS, lambda breaks: ((0, len(breaks), ""),))
+
+
+@functools.lru_cache(maxsize=4096)
+def _unescape(token: str) -> tuple[tuple[int, int, str], ...]:
+    """What one `_ESCAPE` match stands for, as (start, end, text) pieces of it: one, or one
+    per character of a percent-escaped run; none when it stands for nothing else. Cached:
+    escaped text repeats a few tokens (``\\"``, ``%20``, ``&amp;``) thousands of times."""
+    if token.startswith("%u"):
+        return ((0, len(token), chr(int(token[2:], 16))),)
+    if token.startswith("%"):
+        return _percent_run(bytes.fromhex(token.replace("%", "")))
+    if token.startswith("&"):
+        text = html.unescape(token)
+        return () if text == token else ((0, len(token), text),)
+    body = token[1:]
+    if body[:2] in ("u{", "U{"):
+        point = int(body[2:-1], 16)
+    elif len(body) == 11:  # a surrogate pair
+        high, low = int(body[1:5], 16), int(body[7:], 16)
+        point = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+    elif len(body) in (5, 9) or (len(body) == 3 and body[0] == "x"):
+        point = int(body[1:], 16)
+    elif set(body) <= set("01234567"):
+        point = int(body, 8)
+    else:
+        return ((0, len(token), _SHORT.get(body, body)),)
+    return ((0, len(token), chr(point)),) if point <= 0x10FFFF else ()
+
+
+def _percent_run(data: bytes) -> tuple[tuple[int, int, str], ...]:
+    """Percent-escaped bytes, one piece per UTF-8 character; a byte that starts none is
+    read as Latin-1 (``%E9`` is é, as a Latin-1 form would have it)."""
+    pieces = []
+    index = 0
+    while index < len(data):
+        lead = data[index]
+        size = 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2 if lead >= 0xC2 else 1
+        try:
+            text = data[index : index + size].decode("utf-8")
+        except UnicodeDecodeError:
+            size, text = 1, chr(lead)
+        pieces.append((3 * index, 3 * (index + size), text))
+        index += size
+    return tuple(pieces)
+
+
+# -- the redactor ----------------------------------------------------------------------------
 
 
 class Redactor:
     """A registry of secret values and a scrubber for everything that may contain them.
 
     Thread-safe: the broker registers values from whichever thread resolves them while other
-    threads redact. Each value's forms are compiled once, when it is registered; a redaction
-    runs each value's pattern over the input and replaces the union of what they found.
+    threads redact. Each value's forms are worked out once, when it is registered: plain
+    strings, so nothing is compiled and even a long value (a PEM key) takes milliseconds.
     """
 
     def __init__(self, *, placeholder: str = "[REDACTED]", min_length: int = 4) -> None:
@@ -257,7 +295,6 @@ class Redactor:
         self.placeholder = placeholder
         self.min_length = min_length
         self._secrets: tuple[_Secret, ...] = ()
-        self._binary: dict[str, tuple[re.Pattern[bytes], ...]] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -274,12 +311,14 @@ class Redactor:
 
     @property
     def max_width(self) -> int:
-        """The most bytes one match can span: how much of a stream `redact_bytes_prefix`
-        holds back."""
-        return max((s.width for s in self._secrets), default=0)
+        """The most input characters one match can span: how much of a stream
+        `redact_bytes_prefix` holds back."""
+        longest = max((len(s.value) for s in self._secrets), default=0)
+        return WIDEST_CHARACTER * longest + 8 if longest else 0
 
     def add(self, value: str) -> None:
-        """Register `value` and compile its forms; a value shorter than `min_length` is refused.
+        """Register `value` and work out its forms; a value shorter than `min_length` is
+        refused.
 
         A refused value is logged (by length, never by content) and stays unredacted: the
         caller still holds it, so a too-short credential is a configuration problem to fix at
@@ -295,45 +334,53 @@ class Redactor:
             return
         if value in self:
             return
-        forms = _forms(value)
-        sources = tuple(source for source, _ in forms)
-        patterns = tuple(re.compile(source) for source in sources)
-        secret = _Secret(value, sources, patterns, max(width for _, width in forms))
+        secret = _Secret.compile(value)
         with self._lock:
             if value not in self:
                 self._secrets = (*self._secrets, secret)
 
     def redact_text(self, text: str) -> str:
-        """`text` with every occurrence of a registered form replaced by the placeholder.
+        """`text` with every occurrence of a registered value, in any covered form, replaced
+        by the placeholder.
 
         Overlapping occurrences (two secrets sharing characters) are merged into one span, so
         no character of either survives. Text without any occurrence is returned as is.
         """
-        secrets = self._secrets
-        if not secrets:
+        if not self._secrets:
             return text
-        spans = _spans([p for s in secrets for p in s.patterns], text)
+        spans = self._spans(text)
         return _replaced(text, spans, self.placeholder) if spans else text
 
     def redact_bytes(self, data: bytes) -> bytes:
-        """`data` with every registered form, as UTF-8 bytes, replaced by the placeholder."""
-        spans = _spans(self._binary_patterns(), data)
-        return _replaced(data, spans, self.placeholder.encode()) if spans else data
+        """`data` with every occurrence of a registered value replaced by the placeholder's
+        UTF-8 bytes: the value's own UTF-8 bytes, and every covered form of it written in
+        UTF-8 or ASCII."""
+        if not self._secrets:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        spans = self._spans(text)
+        if not spans:
+            return data
+        return _replaced(data, _byte_spans(text, spans), self.placeholder.encode())
 
     def redact_bytes_prefix(self, data: bytes) -> tuple[bytes, bytes]:
         """For a stream: ``(scrubbed, held)``, where `scrubbed` is the redacted part of `data`
-        that no later byte can change, and `held` the raw tail (shorter than `max_width`)
-        that a secret could still be completing; prepend it to the next chunk."""
-        safe = len(data) - max(self.max_width - 1, 0)
+        that no later byte can change, and `held` the raw tail (at most `max_width`
+        characters) that a secret could still be completing; prepend it to the next chunk."""
+        text = data.decode("utf-8", "surrogateescape")
+        safe = len(text) - max(self.max_width - 1, 0)
         if safe <= 0:
             return b"", data
-        cut, kept = safe, []
-        for start, end in _spans(self._binary_patterns(), data):
+        spans: list[tuple[int, int]] = []
+        cut = safe
+        for start, end in self._spans(text) if self._secrets else ():
             if start >= safe:
                 break
-            kept.append((start, end))
+            spans.append((start, end))
             cut = max(cut, end)
-        return _replaced(data[:cut], kept, self.placeholder.encode()), data[cut:]
+        *byte_spans, (byte_cut, _) = _byte_spans(text, [*spans, (cut, cut)])
+        scrubbed = _replaced(data[:byte_cut], byte_spans, self.placeholder.encode())
+        return scrubbed, data[byte_cut:]
 
     def redact(self, value: Any) -> Any:
         """A copy of `value` with secrets scrubbed from every string and byte string in it.
@@ -365,40 +412,133 @@ class Redactor:
             return {self._walk(item) for item in value}
         return value
 
-    def _binary_patterns(self) -> list[re.Pattern[bytes]]:
-        # Compiled on first use: most redactors never see bytes.
-        patterns = []
-        for secret in self._secrets:
-            compiled = self._binary.get(secret.value)
-            if compiled is None:
-                # The text patterns' non-ASCII literals become their UTF-8 byte sequences;
-                # no quantifier or class ever applies to one, so the meaning is unchanged.
-                compiled = tuple(re.compile(_utf8(source)) for source in secret.sources)
-                self._binary[secret.value] = compiled
-            patterns += compiled
-        return patterns
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        """Every stretch of `text` a registered value was read from, merged, in order."""
+        secrets = self._secrets
+        layers = [_View(text)]
+        while len(layers) <= LAYERS and (deeper := _unescaped(layers[-1])) is not None:
+            layers.append(deeper)
+        schemes = [escape for escape in _SCHEME_ESCAPES if escape.search(text)]
+        singles = [_unescaped(layers[0], escape) for escape in schemes] if len(schemes) > 1 else []
+        unwrapped = _unwrapped(layers[0])
+        found: list[tuple[int, int]] = []
+        for view in [*layers, *filter(None, singles)]:
+            standard = view.text.translate(_BASE64_STANDARD)
+            for secret in secrets:
+                for spelling in secret.spellings:
+                    found += _found(view, view.text, spelling)
+                for known, last in secret.base64:
+                    found += _found(view, standard, known, last)
+        if len(layers) > 1:
+            swallowing = _Swallowing(secrets)
+            for view in layers[1:]:
+                found += swallowing.find(view)
+        hexes = text.translate(_HEX_DIGITS)
+        for secret in secrets:
+            for literal in secret.hexes:
+                found += _found(layers[0], hexes, literal)
+        if unwrapped is not None:
+            standard = unwrapped.text.translate(_BASE64_STANDARD)
+            for secret in secrets:
+                for known, last in secret.base64:
+                    found += _found(unwrapped, standard, known, last)
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(found):
+            if merged and start < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
 
 
-def _spans(patterns: list[re.Pattern[Any]], data: Any) -> list[tuple[int, int]]:
-    """Every stretch of `data` some pattern matches, overlapping ones merged, in order."""
-    found = []
-    for pattern in patterns:
-        match = pattern.search(data)
-        while match is not None:
-            found.append(match.span())
-            # From start + 1, not end: a second occurrence may begin inside this one.
-            match = pattern.search(data, match.start() + 1)
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(found):
-        if merged and start < merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
+def _found(view: _View, text: str, literal: str, last: str = "") -> list[tuple[int, int]]:
+    """Where `literal` occurs in `text` (the view's text, or a same-length translation of
+    it) — followed by one of the characters `last`, when given, and any ``=`` padding — as
+    stretches of the input."""
+    spans = []
+    start = text.find(literal)
+    while start >= 0:
+        end = start + len(literal)
+        if last:
+            if end >= len(text) or text[end] not in last:
+                start = text.find(literal, start + 1)
+                continue
+            end += 1
+        while end < len(text) and end - start < len(literal) + 3 and text[end] == "=":
+            end += 1
+        spans.append(view.source(start, end))
+        # From start + 1, not end: a second occurrence may begin inside this one.
+        start = text.find(literal, start + 1)
+    return spans
+
+
+class _Swallowing:
+    """Values an escape next to them swallowed part of when a view was decoded: ``\\``
+    before ``0000%3A`` reads as octal ``\\000`` and leaves ``0:``; a value ending in ``%``
+    before ``41`` reads as ``A``.
+
+    Such a value reads, in the view, as its tail right after a decoded escape (or its head
+    right before one); it is taken when the rest of that escape's text (or the start of it)
+    decodes to exactly the missing part. The parts are indexed by the two characters next
+    to the escape, so escape-dense text costs a few dictionary lookups per escape."""
+
+    def __init__(self, secrets: tuple[_Secret, ...]) -> None:
+        self.by_tail: dict[str, list[tuple[str, str]]] = {}
+        self.by_head: dict[str, list[tuple[str, str]]] = {}
+        for secret in secrets:
+            for head, tail in secret.parts:
+                if len(head) <= _SWALLOWED:
+                    self.by_tail.setdefault(tail[:2], []).append((head, tail))
+                if len(tail) <= _SWALLOWED:
+                    self.by_head.setdefault(head[-2:], []).append((head, tail))
+
+    def find(self, view: _View) -> list[tuple[int, int]]:
+        assert view.parent is not None
+        parent, text = view.parent.text, view.text
+        spans = []
+        for start, end, parent_start, parent_end in view.stretches:
+            after = self.by_tail.get(text[end : end + 2], [])
+            after += self.by_tail.get(text[end : end + 1], [])
+            for head, tail in after:
+                if text.startswith(tail, end):
+                    for cut in range(parent_start + 1, parent_end):
+                        if _decoded(parent[cut:parent_end]) == head:
+                            input_start = view.parent.source(cut, cut + 1)[0]
+                            spans.append((input_start, view.source(end, end + len(tail))[1]))
+                            break
+            before = self.by_head.get(text[start - 2 : start] if start > 1 else text[:start], [])
+            before += self.by_head.get(text[start - 1 : start], []) if start else []
+            for head, tail in before:
+                if text.endswith(head, 0, start):
+                    for cut in range(parent_end - 1, parent_start, -1):
+                        if _decoded(parent[parent_start:cut]) == tail:
+                            input_end = view.parent.source(cut - 1, cut)[1]
+                            spans.append((view.source(start - len(head), start)[0], input_end))
+                            break
+        return spans
+
+
+def _decoded(text: str) -> str:
+    view = _unescaped(_View(text))
+    return view.text if view is not None else text
+
+
+def _byte_spans(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` of `text` as spans of its UTF-8 (surrogate-escaped) bytes."""
+    out = []
+    position = offset = 0
+    for start, end in spans:
+        offset += len(text[position:start].encode("utf-8", "surrogateescape"))
+        byte_start = offset
+        offset += len(text[start:end].encode("utf-8", "surrogateescape"))
+        out.append((byte_start, offset))
+        position = end
+    return out
 
 
 def _replaced(data: Any, spans: list[tuple[int, int]], placeholder: Any) -> Any:
-    pieces, kept_from = [], 0
+    pieces: list[Any] = []
+    kept_from = 0
     for start, end in spans:
         pieces += (data[kept_from:start], placeholder)
         kept_from = end
