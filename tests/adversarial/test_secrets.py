@@ -44,6 +44,8 @@ from toolkeeper.secrets import CallableSecretProvider, RedactingFilter, Redactor
 
 ALICE = Principal("alice", "acme")
 FIXTURES = Path(__file__).parent / "fixtures"
+ARTIFACT_SIZE = 20_000
+"""Result text past the default artifact threshold (16 KB): the result is stored aside."""
 PLACEHOLDER = "■"
 """One character no secret below contains: a placeholder that a secret could contain (the
 default "[REDACTED]" holds "TED]") would make every redacted text look like a leak."""
@@ -335,6 +337,7 @@ leaky_settings = settings(
     before=st.text(max_size=12),
     after=st.text(max_size=12),
     depth=st.integers(0, 3),
+    stored_aside=st.booleans(),
     rng=st.randoms(use_true_random=False),
 )
 def test_an_encoded_secret_reaches_no_envelope_ledger_row_or_log(
@@ -345,11 +348,14 @@ def test_an_encoded_secret_reaches_no_envelope_ledger_row_or_log(
     before: str,
     after: str,
     depth: int,
+    stored_aside: bool,
     rng: random.Random,
 ) -> None:
     """Defect: hex, double URL-encoding, ``\\u`` escapes, HTML entities and base64 at an
-    offset of a tool's credential reached the model and the ledger unredacted."""
+    offset of a tool's credential reached the model and the ledger unredacted. A result
+    larger than the artifact threshold is stored aside, and searched there too."""
     assume(secret not in vocabulary)
+    after += "." * ARTIFACT_SIZE if stored_aside else ""
     harness = _harness(tmp_path_factory.mktemp("encoded") / "tk", secret)
     log = logging.getLogger("tests.leaky_tool")
 
@@ -375,6 +381,7 @@ def test_an_encoded_secret_reaches_no_envelope_ledger_row_or_log(
             harness.invoke_sync(Proposal("c1", "reveal", {}), principal=ALICE),
             harness.invoke_sync(Proposal("c2", "refuse", {}), principal=ALICE),
         ]
+    assert bool(envelopes[0].artifact_refs) == stored_aside
     assert _leaks(secret, harness, envelopes, logs.text) == []
     harness.close()
 
