@@ -108,7 +108,12 @@ def test_redact_returns_a_new_structure() -> None:
 def test_other_objects_are_returned_untouched() -> None:
     marker = object()
     assert _redactor("some-secret").redact(marker) is marker
-    assert _redactor("some-secret").redact(b"some-secret") == b"some-secret"
+
+
+def test_byte_strings_are_scrubbed_as_bytes() -> None:
+    redactor = _redactor("some-secret")
+    assert redactor.redact(b"<some-secret>") == b"<[REDACTED]>"
+    assert redactor.redact([bytearray(b"some-secret"), memoryview(b"x")]) == [b"[REDACTED]", b"x"]
 
 
 def test_without_secrets_the_input_itself_is_returned() -> None:

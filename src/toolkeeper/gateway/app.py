@@ -52,6 +52,7 @@ from toolkeeper.gateway.wire import MessageCheck, stdio_streams
 from toolkeeper.ledger.retention import apply_policy
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.reconciliation import Reconciliation
+from toolkeeper.secrets.redaction import redacting_log_records
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +70,14 @@ async def open_gateway(
     config: GatewayConfig, *, transport: Transport
 ) -> AsyncIterator[GatewayServer]:
     """The gateway `config` describes, ready to serve on `transport`; closed on exit (in the
-    task that opened it, which the upstream connections require)."""
+    task that opened it, which the upstream connections require). While it is open, every
+    log record of the process is scrubbed of the secrets its redactor holds."""
     principal_of = _principals(config, transport)
     harness = build_harness(config, recover=False)
     local_ids = frozenset(contract.id for contract in harness.registry.latest_contracts())
     try:
         async with AsyncExitStack() as stack:
+            stack.enter_context(redacting_log_records(harness.redactor))
             federation = None
             if config.upstreams:
                 federation = await connect_upstreams(config.upstreams, harness, home=config.home)

@@ -8,7 +8,8 @@ finding class does (``scan``), and whether the stdio command runs under bubblewr
 
 Values of ``env`` and ``headers`` may name a variable of the gateway's environment as
 ``${NAME}``, so a token need not be written into the file; nothing else of the gateway's
-environment reaches an upstream.
+environment reaches an upstream. What such a reference reads is a credential: the gateway
+registers it with its redactor before the upstream starts (docs/redaction.md).
 """
 
 from __future__ import annotations
@@ -206,6 +207,18 @@ class UpstreamConfig(BaseModel):
 
     def resolved_headers(self, server: str) -> dict[str, str]:
         return {k: _resolve(v, f"mcpServers.{server}.headers.{k}") for k, v in self.headers.items()}
+
+    def credentials(self, server: str) -> list[str]:
+        """What every ``${NAME}`` in `env` and `headers` reads from the gateway's environment:
+        the credentials this upstream is handed. Values written literally are configuration,
+        not credentials (``LOG_LEVEL = "info"`` must not redact every "info")."""
+        names = [
+            match.group(1)
+            for value in (*self.env.values(), *self.headers.values())
+            for match in _REFERENCE.finditer(value)
+        ]
+        # An unset name is left to `resolved_env`/`resolved_headers`, which say how to fix it.
+        return [os.environ[name] for name in names if name in os.environ]
 
 
 def _bwrap(server: str) -> str:

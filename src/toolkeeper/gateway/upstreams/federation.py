@@ -27,6 +27,7 @@ from toolkeeper.gateway.upstreams.assessment import ToolStatus, UpstreamTool, as
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.gateway.upstreams.link import UpstreamLink
 from toolkeeper.gateway.upstreams.pins import PinStore
+from toolkeeper.secrets.redaction import Redactor, redacting_log_records
 
 if TYPE_CHECKING:
     from toolkeeper.runtime.harness import Harness
@@ -51,9 +52,14 @@ class Federation:
         """Upstreams that could not be reached, with the error."""
         self._configs = dict(configs)
         self._harness = harness
+        self.redactor = harness.redactor if harness is not None else Redactor()
+        """Holds the credentials handed to upstreams (``${NAME}`` in `env` and `headers`):
+        the harness's, so results, errors, ledger rows and logs are scrubbed of them."""
         self._local_ids = {c.id for c in harness.registry.latest_contracts()} if harness else set()
         self._links = {
-            name: UpstreamLink(name, config, home=home, on_listing=self._relisted)
+            name: UpstreamLink(
+                name, config, home=home, redactor=self.redactor, on_listing=self._relisted
+            )
             for name, config in configs.items()
         }
         self._registered: dict[str, tuple[str, str]] = {}  # contract id → (ref, pin hash)
@@ -195,6 +201,8 @@ async def survey_upstreams(
 ) -> tuple[list[UpstreamTool], dict[str, str]]:
     """What every upstream offers and its status, without serving anything (the CLI's view):
     the tools, and the upstreams that could not be reached."""
-    async with Federation(configs, None, home=Path(home)) as federation:
-        await federation.start()
-        return list(federation.tools.values()), dict(federation.errors)
+    federation = Federation(configs, None, home=Path(home))
+    with redacting_log_records(federation.redactor):
+        async with federation:
+            await federation.start()
+            return list(federation.tools.values()), dict(federation.errors)

@@ -24,7 +24,9 @@ from mcp.client.subscriptions import ListenNotSupportedError
 from toolkeeper.executors import ToolFailure
 from toolkeeper.executors.mcp import describe, list_tools, mcp_client
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
+from toolkeeper.gateway.upstreams.stderr import upstream_log
 from toolkeeper.runtime.envelope import ErrorCategory
+from toolkeeper.secrets.redaction import Redactor
 
 
 class UpstreamLink:
@@ -37,6 +39,7 @@ class UpstreamLink:
         config: UpstreamConfig,
         *,
         home: Path,
+        redactor: Redactor,
         on_listing: Callable[[UpstreamLink], None],
     ) -> None:
         self.name = name
@@ -44,6 +47,9 @@ class UpstreamLink:
         self.listing: dict[str, dict[str, Any]] | None = None
         """Tool name → definition, as last listed (None before the first listing)."""
         self.error: str | None = None
+        """Why the last connection failed, scrubbed: calls and the operator's log quote it."""
+        self.redactor = redactor
+        """Where the credentials this upstream is given are registered, before it starts."""
         self.client: Client | None = None
         self._log = Path(home) / "upstreams" / f"{name}.log"
         self._on_listing = on_listing
@@ -92,7 +98,7 @@ class UpstreamLink:
     async def _run_session(self) -> None:
         try:
             async with AsyncExitStack() as stack:
-                client = await stack.enter_async_context(self._client(stack))
+                client = await stack.enter_async_context(await self._client(stack))
                 async with anyio.create_task_group() as watchers:
                     # Subscribe before the first listing, or a change in between is lost.
                     await watchers.start(self._listen, client)
@@ -104,11 +110,17 @@ class UpstreamLink:
                     watchers.cancel_scope.cancel()
         except Exception as exc:  # a dead upstream is reported, never fatal to the gateway
             log = f"; the server's stderr is in {self._log}" if self._log.exists() else ""
-            self.error = describe(exc) + log
+            self._failed(exc, log)
         finally:
             self.client = None
 
-    def _client(self, stack: AsyncExitStack) -> Client:
+    def _failed(self, exc: BaseException, hint: str = "") -> None:
+        # An upstream may quote its credentials in an error (a rejected token, a URL).
+        self.error = self.redactor.redact_text(describe(exc) + hint)
+
+    async def _client(self, stack: AsyncExitStack) -> Client:
+        for credential in self.config.credentials(self.name):
+            self.redactor.add(credential)
         options: dict[str, Any] = {
             "timeout": self.config.timeout,
             "message_handler": self._on_message,
@@ -117,8 +129,7 @@ class UpstreamLink:
         if self.config.transport != "stdio":
             url, headers = str(self.config.url), self.config.resolved_headers(self.name)
             return mcp_client(stack, url=url, headers=headers, **options)
-        self._log.parent.mkdir(parents=True, exist_ok=True)
-        errlog = stack.enter_context(self._log.open("a", encoding="utf-8"))
+        errlog = await stack.enter_async_context(upstream_log(self._log, self.redactor))
         stdio = self.config.stdio_parameters(self.name)
         return mcp_client(stack, stdio=stdio, errlog=errlog, **options)
 
@@ -137,7 +148,7 @@ class UpstreamLink:
             try:
                 await self._list_and_report(client)
             except Exception as exc:
-                self.error = describe(exc)
+                self._failed(exc)
 
     async def _listen(
         self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -156,7 +167,7 @@ class UpstreamLink:
         except ListenNotSupportedError:
             pass
         except Exception as exc:  # the stream is a convenience; calls still find a dead link
-            self.error = describe(exc)
+            self._failed(exc)
         if not subscribed:
             task_status.started()
 
