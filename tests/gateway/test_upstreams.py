@@ -417,3 +417,18 @@ def test_cli_lists_approves_and_diffs(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "--force" in out
     assert main(["upstreams", "list", str(config), "nope"]) == 2
     assert "no upstream 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sandbox", [None, "bubblewrap"])
+def test_credentials_never_reach_the_command_line(
+    sandbox: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: `env -i TOKEN=value …` (and bwrap's `--setenv TOKEN value`) put the upstream's
+    credentials in /proc/PID/cmdline, which every local user can read."""
+    if sandbox is not None and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed")
+    monkeypatch.setenv("UPSTREAM_TOKEN", "s3cret-token")
+    sandboxed = {"sandbox": sandbox} if sandbox is not None else {}
+    params = stdio(env={"TOKEN": "${UPSTREAM_TOKEN}"}, **sandboxed).stdio_parameters("up")
+    assert not any("s3cret-token" in part for part in (params.command, *params.args))
+    assert params.env is not None and params.env["TOKEN"] == "s3cret-token"

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from toolkeeper.contract.model import SEMVER, Idempotency, SideEffect
@@ -157,29 +157,35 @@ class UpstreamConfig(BaseModel):
         """How to start the stdio command: with PATH, HOME, LANG and the configured `env` as its
         whole environment, under bubblewrap when `sandbox` asks for it.
 
-        The SDK merges a few of the gateway's own variables into every child's environment;
-        ``env -i`` (or bwrap's ``--clearenv``) starts from nothing instead.
+        Values travel in the child's environment, never on a command line: ``/proc/PID/cmdline``
+        is readable by every local user, and `env` holds the upstream's credentials. The SDK
+        merges a few of the gateway's own variables into every child's environment; ``env -u``
+        (or bwrap's ``--unsetenv``) drops those by name.
         """
         assert self.command is not None
         env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
         env |= self.resolved_env(server)
+        unset = [name for name in DEFAULT_INHERITED_ENV_VARS if name not in env]
         if self.sandbox == "bubblewrap":
-            return StdioServerParameters(command=_bwrap(server), args=self._bwrap_args(env))
+            return StdioServerParameters(
+                command=_bwrap(server), args=self._bwrap_args(unset), env=env
+            )
         return StdioServerParameters(
             command=shutil.which("env") or "/usr/bin/env",
-            args=["-i", *(f"{k}={v}" for k, v in env.items()), self.command, *self.args],
+            args=[*(a for name in unset for a in ("-u", name)), self.command, *self.args],
+            env=env,
             cwd=self.cwd,
         )
 
-    def _bwrap_args(self, env: Mapping[str, str]) -> list[str]:
+    def _bwrap_args(self, unset: list[str]) -> list[str]:
         # No network, a read-only view of the host, a private /tmp, and the child dies with
         # the gateway: a local server is no safer than the code it runs.
         args = ["--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev"]
-        args += ["--proc", "/proc", "--tmpfs", "/tmp", "--clearenv"]
+        args += ["--proc", "/proc", "--tmpfs", "/tmp"]
         for path in self._named_under_tmp():
             args += ["--ro-bind", path, path]
-        for name, value in env.items():
-            args += ["--setenv", name, value]
+        for name in unset:
+            args += ["--unsetenv", name]
         if self.cwd:
             args += ["--chdir", self.cwd]
         return [*args, "--", self.command or "", *self.args]
