@@ -171,3 +171,26 @@ def test_an_object_from_text_file_or_stdin_then_pairs(
     for bad in (["[1]"], ["{x}"], ['{"a": 1}', "loose"], [f"@{tmp_path / 'missing.json'}"]):
         with pytest.raises(ConfigError):
             call_arguments(bad)
+
+
+def test_a_url_that_is_no_mcp_endpoint_is_one_line() -> None:
+    """A plain web server at --url: the SDK's task groups wrap its error twice; the user
+    reads one line naming the status, not "unhandled errors in a TaskGroup"."""
+    server = subprocess.Popen(
+        [*command()[:1], "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().split("port ")[1].split()[0]
+        done = toolkeeper("tools", "--url", f"http://127.0.0.1:{port}/mcp")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"toolkeeper: error: http://127.0.0.1:{port}/mcp answered HTTP 501, not as an MCP "
+        "endpoint; pass --url the gateway's endpoint, e.g. http://127.0.0.1:8765/mcp"
+    ]

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from toolkeeper.cli.conventions import FAILED, USAGE
+from toolkeeper.cli.conventions import FAILED, USAGE, first_leaf
 from toolkeeper.errors import ToolkeeperError
 
 COMMANDS: dict[str, str] = {
@@ -131,7 +131,7 @@ def _run(command: str | None, arguments: list[str]) -> int:
         return 130
     except BaseExceptionGroup as group:
         # anyio task groups wrap what one task raised; the user needs that one exception.
-        leaf = _first_leaf(group)
+        leaf = first_leaf(group)
         if isinstance(leaf, ToolkeeperError):
             return _user_error(leaf, args)
         if isinstance(leaf, KeyboardInterrupt):
@@ -150,20 +150,6 @@ def _user_error(exc: ToolkeeperError, args: argparse.Namespace) -> int:
     else:
         print(f"toolkeeper: error: {exc}", file=sys.stderr)
     return USAGE
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first exception in `group` that is not itself a group; a ToolkeeperError first,
-    since it is the one written for the user."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        exc = pending.pop(0)
-        if isinstance(exc, BaseExceptionGroup):
-            pending[:0] = list(exc.exceptions)
-        else:
-            leaves.append(exc)
-    return next((e for e in leaves if isinstance(e, ToolkeeperError)), leaves[0])
 
 
 if __name__ == "__main__":

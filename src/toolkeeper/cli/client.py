@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from toolkeeper.cli.conventions import FAILED, PENDING_APPROVAL, SUCCEEDED, add_format
+from toolkeeper.cli.conventions import (
+    FAILED,
+    PENDING_APPROVAL,
+    SUCCEEDED,
+    add_format,
+    first_leaf,
+)
 from toolkeeper.cli.escaping import visible
 from toolkeeper.errors import ConfigError, ToolkeeperError
 
@@ -38,6 +44,8 @@ DEFAULT_URL = "http://127.0.0.1:8765/mcp"
 DEMO_TOKEN = "toolkeeper-demo-editor"
 """The example configuration's editor token (examples/gateway/toolkeeper.toml)."""
 MODES = ("auto", "legacy", "2026-07-28")
+_NOT_MCP = (404, 405, 501)
+"""HTTP statuses saying the URL serves no MCP endpoint (a wrong path, a plain web server)."""
 _PAIR = re.compile(r"[^\s={}\[\]\"@-][^\s=]*=")
 """``key=value``: a key that cannot start a JSON text, ``@FILE`` or ``-``."""
 
@@ -238,7 +246,7 @@ async def _connect(args: argparse.Namespace) -> AsyncIterator[Client]:
 
     async def note_refusal(response: httpx2.Response) -> None:
         # The SDK reports any HTTP error as one generic JSON-RPC error; keep the status.
-        if response.status_code in (401, 403):
+        if response.status_code >= 400:
             refused.append(response.status_code)
 
     http = httpx2.AsyncClient(
@@ -253,16 +261,26 @@ async def _connect(args: argparse.Namespace) -> AsyncIterator[Client]:
         ):
             yield client
     except* MCPError as group:
+        if refused and refused[0] in _NOT_MCP:
+            raise ConfigError(
+                f"{args.url} answered HTTP {refused[0]}, not as an MCP endpoint; pass --url "
+                "the gateway's endpoint, e.g. http://127.0.0.1:8765/mcp",
+                key="--url",
+                value=args.url,
+            ) from None
         if refused:
             raise ConfigError(
                 f"{args.url} refused the token (HTTP {refused[0]}); pass --token (or set "
                 "$TOOLKEEPER_TOKEN) to the token of a principal in the gateway's configuration",
                 key="--token",
             ) from None
-        raise ToolkeeperError(f"the gateway refused the request: {group.exceptions[0]}") from None
+        status = f" (HTTP {refused[0]})" if refused else ""
+        raise ToolkeeperError(
+            f"the gateway refused the request{status}: {first_leaf(group)}"
+        ) from None
     except* (httpx2.TransportError, OSError) as group:
         raise ConfigError(
-            f"no gateway answers at {args.url} ({group.exceptions[0]}); start one with "
+            f"no gateway answers at {args.url} ({first_leaf(group)}); start one with "
             "`toolkeeper serve CONFIG --http HOST:PORT` or pass --url",
             key="--url",
             value=args.url,

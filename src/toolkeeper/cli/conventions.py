@@ -52,3 +52,19 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
     return value
+
+
+def first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception in `group`, however deeply task groups nested it, that is not
+    itself a group; a ToolkeeperError first, since that one was written for the user."""
+    from toolkeeper.errors import ToolkeeperError
+
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            pending[:0] = list(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return next((e for e in leaves if isinstance(e, ToolkeeperError)), leaves[0])
