@@ -194,3 +194,21 @@ def test_a_url_that_is_no_mcp_endpoint_is_one_line() -> None:
         f"toolkeeper: error: http://127.0.0.1:{port}/mcp answered HTTP 501, not as an MCP "
         "endpoint; pass --url the gateway's endpoint, e.g. http://127.0.0.1:8765/mcp"
     ]
+
+
+def test_ledger_tail_says_it_follows_on_stderr(home: Path) -> None:
+    process = subprocess.Popen(
+        command("ledger", "tail", "--home", str(home)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(),
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        said = process.stderr.readline()
+    finally:
+        process.terminate()
+        out, _ = process.communicate(timeout=30)
+    assert said == "following the ledger for new invocations; Ctrl-C stops\n"
+    assert out == ""  # stdout carries invocations only, and none came since it started
