@@ -22,7 +22,7 @@ def get_weather(city: str) -> dict[str, Any]:
 
 
 async def main(client: genai.Client) -> str | None:
-    harness, me = Harness(), Principal("demo-agent")
+    harness, me = Harness(home=".toolkeeper/agent_loops"), Principal("demo-agent")
     harness.register(get_weather)
     config = types.GenerateContentConfig(
         tools=render(harness.visible_contracts(me), vendor="gemini")

@@ -21,7 +21,7 @@ def get_weather(city: str) -> dict[str, Any]:
 
 
 async def main(client: OpenAI) -> str | None:
-    harness, me = Harness(), Principal("demo-agent")
+    harness, me = Harness(home=".toolkeeper/agent_loops"), Principal("demo-agent")
     harness.register(get_weather)
     tools = render(harness.visible_contracts(me), vendor="openai_chat")
     messages: list[Any] = [{"role": "user", "content": "Weather in Oslo and Lima?"}]

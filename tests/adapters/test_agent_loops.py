@@ -46,4 +46,4 @@ def test_agent_loop_runs_offline_against_the_recording(
     assert final == FINAL
     assert [line.split()[0] for line in answers] == recorded_call_ids(LOOPS[script])
     assert all(line.endswith("status: succeeded") for line in answers)
-    assert (tmp_path / ".toolkeeper" / "ledger.db").exists()
+    assert (tmp_path / ".toolkeeper" / "agent_loops" / "ledger.db").exists()  # their own home

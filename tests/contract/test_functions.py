@@ -272,16 +272,34 @@ def test_the_decorator_returns_the_function_itself() -> None:
     assert contract_of(add) == add.__toolkeeper_contract__  # type: ignore[attr-defined]
 
 
-def test_bare_decorator_asks_for_a_version_when_effects_are_undeclared() -> None:
-    with pytest.raises(ContractError) as caught:
+def test_a_bare_decorator_registers_as_committing_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A bare ``@tool`` declares nothing: it is taken at its most cautious (its side effect
+    undeclared, which counts as committing; no version), and a warning says how to declare
+    it — one per decoration."""
+    with caplog.at_level("WARNING", logger="toolkeeper.contract.functions"):
 
         @tool
         def delete(path: str) -> None:
             """Delete a file."""
 
-    message = str(caught.value)
-    assert "undeclared (counts as committing)" in message
-    assert 'pass version="1.0.0"' in message
+    contract = contract_of(delete)
+    assert contract.side_effect is None and contract.effective_side_effect == "committing"
+    assert contract.ref == "delete@0.0.0"
+    (record,) = caplog.records
+    assert "delete declares no side effect, so it counts as committing" in record.message
+    assert '@tool(side_effect="none")' in record.message
+
+
+def test_an_undeclared_effect_with_other_options_still_needs_a_version() -> None:
+    with pytest.raises(ContractError) as caught:
+
+        @tool(description="Delete a file.")
+        def delete(path: str) -> None:
+            pass
+
+    assert "undeclared (counts as committing)" in str(caught.value)
     assert caught.value.field == "version"
 
 

@@ -25,8 +25,8 @@ def test_tools_lists_what_the_token_may_see(
 ) -> None:
     code, out, _ = run(capsys, "tools", "--url", http_gateway.url, "--token", ALICE)
     assert code == 0
-    assert "lookup  (read-only)\n    Read one item's value." in out
-    assert "set_item  (changes things)" in out
+    assert "lookup(item: string, scale?: integer)  (read-only)\n    Read one item's value." in out
+    assert "set_item(item: string, value: integer)  (changes things)" in out
     assert out.rstrip().endswith("5 tool(s)")
     code, out, _ = run(
         capsys, "tools", "--url", http_gateway.url, "--token", ALICE, "--format", "json"
@@ -54,9 +54,9 @@ def test_call_explains_what_to_fix(
     http_gateway: Gateway, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     code, _, err = run(capsys, "call", "lookup", "{item: 1}", "--url", http_gateway.url)
-    assert code == 2 and "ARGS_JSON is not JSON" in err
+    assert code == 2 and "argument '{item: 1}' is not JSON" in err
     code, _, err = run(capsys, "call", "lookup", "[1]", "--url", http_gateway.url)
-    assert code == 2 and "ARGS_JSON must be a JSON object" in err
+    assert code == 2 and "argument '[1]' must hold a JSON object" in err
     code, _, err = run(capsys, "tools", "--url", http_gateway.url, "--token", "nope")
     assert code == 2
     assert "refused the token (HTTP 401); pass --token" in err and "nope" not in err

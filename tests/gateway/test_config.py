@@ -34,7 +34,7 @@ def error_for(tmp_path: Path, text: str, name: str = "gateway.toml") -> ConfigEr
 
 def test_a_valid_file_loads_with_defaults(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, BASE))
-    assert config.home == Path(".toolkeeper")
+    assert config.home == tmp_path / ".toolkeeper"  # beside the file, not in the cwd
     assert (config.http.host, config.http.port, config.http.auth) == ("127.0.0.1", 8765, "token")
     assert config.principal("alice").capabilities == frozenset({"items:read"})
     assert config.base_dir == tmp_path
@@ -81,7 +81,7 @@ def test_a_principal_reference_must_exist(tmp_path: Path) -> None:
 def test_token_values_are_never_shown(tmp_path: Path) -> None:
     both = error_for(tmp_path, BASE + 'token_env = "ALICE_TOKEN"\n')
     assert both.key == "principals.alice"
-    assert "set either token or token_env, not both" in str(both)
+    assert "set one of token, token_env and token_file, not several" in str(both)
     misspelt = error_for(tmp_path, BASE + 'tokn = "another-s3cret"\n')
     assert "did you mean 'token'?" in str(misspelt)
     wrong_type = error_for(tmp_path, BASE.replace('"s3cret-alice-token"', "12345678"))

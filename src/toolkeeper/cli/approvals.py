@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toolkeeper.cli.escaping import visible
-from toolkeeper.cli.ledger import add_common, open_ledger
+from toolkeeper.cli.ledger import add_common, ledger_of
 from toolkeeper.ledger import ApprovalRecord
 from toolkeeper.runtime.approvals import Approvals
 
@@ -56,7 +56,7 @@ def _line(a: ApprovalRecord) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    approvals = Approvals(open_ledger(args.home)).list(None if args.all else "pending")
+    approvals = Approvals(ledger_of(args)).list(None if args.all else "pending")
     if args.format == "json":
         print(json.dumps([_as_json(a) for a in approvals], default=str, indent=2))
     else:
@@ -67,7 +67,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    approval = Approvals(open_ledger(args.home)).get(args.approval_id)
+    approval = Approvals(ledger_of(args)).get(args.approval_id)
     if args.format == "json":
         print(json.dumps(_as_json(approval), default=str, indent=2))
         return 0
@@ -88,7 +88,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_decide(args: argparse.Namespace) -> int:
     by = args.by or getpass.getuser()
-    approval = Approvals(open_ledger(args.home)).decide(
+    approval = Approvals(ledger_of(args)).decide(
         args.approval_id, args.decision, by=by, reason=args.reason
     )
     if args.format == "json":

@@ -1,10 +1,15 @@
-"""`toolkeeper tools` and `toolkeeper call TOOL ARGS_JSON`: talk to a running gateway.
+"""`toolkeeper tools` and `toolkeeper call TOOL [ARGS...]`: talk to a running gateway.
 
 Both use the MCP SDK's `Client` over Streamable HTTP, exactly as any MCP host would, with a
 bearer token. The defaults reach the example gateway (``toolkeeper serve
 examples/gateway/toolkeeper.toml --http 127.0.0.1:8765``) as its demo editor; ``$TOOLKEEPER_URL``
-and ``$TOOLKEEPER_TOKEN`` override them. ``call`` exits 0 when the call succeeded and 1 when
-the gateway answered with any other status (the envelope says which and why).
+and ``$TOOLKEEPER_TOKEN`` override them. ``call`` exits 0 when the call succeeded, 3 when it
+waits for a human approval, and 1 for every other status (the envelope says which and why).
+
+``call`` takes its arguments as one JSON object, ``@FILE`` holding one, ``-`` for one on
+stdin, and/or ``key=value`` pairs (a value is read as JSON when it parses as JSON, else as a
+string: ``limit=5`` is the number 5, ``title=Hello`` the string "Hello"); pairs after an
+object add to or replace its keys.
 """
 
 from __future__ import annotations
@@ -12,12 +17,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from toolkeeper.cli.conventions import (
+    FAILED,
+    PENDING_APPROVAL,
+    SUCCEEDED,
+    add_format,
+    first_leaf,
+)
 from toolkeeper.cli.escaping import visible
 from toolkeeper.errors import ConfigError, ToolkeeperError
 
@@ -29,6 +44,10 @@ DEFAULT_URL = "http://127.0.0.1:8765/mcp"
 DEMO_TOKEN = "toolkeeper-demo-editor"
 """The example configuration's editor token (examples/gateway/toolkeeper.toml)."""
 MODES = ("auto", "legacy", "2026-07-28")
+_NOT_MCP = (404, 405, 501)
+"""HTTP statuses saying the URL serves no MCP endpoint (a wrong path, a plain web server)."""
+_PAIR = re.compile(r"[^\s={}\[\]\"@-][^\s=]*=")
+"""``key=value``: a key that cannot start a JSON text, ``@FILE`` or ``-``."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,7 +56,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tools.set_defaults(func=run_tools)
     call = subparsers.add_parser("call", help="call a tool on a running gateway")
     call.add_argument("tool", help="the tool's name as `toolkeeper tools` lists it")
-    call.add_argument("arguments", nargs="?", default="{}", metavar="ARGS_JSON")
+    call.add_argument(
+        "arguments",
+        nargs="*",
+        metavar="ARGS",
+        help="a JSON object, @FILE, - (stdin), and/or key=value pairs (values read as JSON "
+        "when they parse, else as strings)",
+    )
     _connection_options(call)
     call.set_defaults(func=run_call)
 
@@ -59,46 +84,126 @@ def _connection_options(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="protocol era: auto (probe), legacy (2025-11-25 handshake) or 2026-07-28",
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_format(parser)
 
 
 def run_tools(args: argparse.Namespace) -> int:
     listing = anyio.run(_list_tools, args)
     if args.format == "json":
         print(json.dumps(listing, indent=2))
-        return 0
+        return SUCCEEDED
     for tool in listing:
         hints = tool.get("annotations", {})
         effect = "read-only" if hints.get("readOnlyHint") else "changes things"
         summary = (tool.get("description") or "").split("\n", 1)[0]
-        print(f"{visible(tool['name'])}  ({effect})\n    {visible(summary)}")
+        print(f"{visible(signature(tool))}  ({effect})\n    {visible(summary)}")
     print(f"{len(listing)} tool(s)")
-    return 0
+    return SUCCEEDED
 
 
-def run_call(args: argparse.Namespace) -> int:
+def signature(tool: dict[str, Any]) -> str:
+    """``name(required: type, optional?: type)`` from an MCP tool's input schema."""
+    schema = tool.get("inputSchema") or {}
+    properties = schema.get("properties") or {}
+    required = set(schema.get("required") or ())
+    params = [
+        f"{name}{'' if name in required else '?'}: {_type_of(sub)}"
+        for name, sub in properties.items()
+    ]
+    return f"{tool['name']}({', '.join(params)})"
+
+
+def _type_of(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "any"
+    if "enum" in schema:
+        return " | ".join(json.dumps(value) for value in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return " | ".join(_type_of(sub) for sub in schema[key])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array":
+        return f"array[{_type_of(schema.get('items'))}]"
+    if isinstance(kind, str):
+        return kind
+    return "object" if "properties" in schema else "any"
+
+
+def call_arguments(items: list[str]) -> dict[str, Any]:
+    """The call's arguments from ARGS: an optional object source first (JSON text, ``@FILE``
+    or ``-`` for stdin), then ``key=value`` pairs."""
+    arguments: dict[str, Any] = {}
+    rest = items
+    if items and not _PAIR.match(items[0]):
+        arguments, rest = _object(items[0]), items[1:]
+    for item in rest:
+        key, _, text = item.partition("=")
+        if not _PAIR.match(item):
+            raise ConfigError(
+                f"argument {item!r} is not key=value; pass key=value pairs after at most one "
+                """JSON object, @FILE or -, e.g. manuscript_id=m-42 or '{"limit": 5}'""",
+                key="ARGS",
+                value=item,
+            )
+        try:
+            arguments[key] = json.loads(text)
+        except json.JSONDecodeError:
+            arguments[key] = text
+    return arguments
+
+
+def _object(source: str) -> dict[str, Any]:
+    if source == "-":
+        where, text = "stdin", sys.stdin.read()
+    elif source.startswith("@"):
+        where = source[1:]
+        try:
+            text = Path(where).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read arguments from {where}: {exc.strerror}", key="ARGS", value=source
+            ) from None
+    else:
+        where, text = f"argument {source!r}", source
     try:
-        arguments = json.loads(args.arguments)
+        arguments = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
-            f"ARGS_JSON is not JSON ({exc.msg} at column {exc.colno}); quote it for the shell, "
-            """e.g. '{"manuscript_id": "m-42"}'""",
-            key="ARGS_JSON",
-            value=args.arguments,
+            f"{where} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); quote it "
+            """for the shell, e.g. '{"manuscript_id": "m-42"}', or pass key=value pairs""",
+            key="ARGS",
+            value=source,
         ) from None
     if not isinstance(arguments, dict):
         raise ConfigError(
-            "ARGS_JSON must be a JSON object of named arguments, e.g. '{\"id\": 1}'",
-            key="ARGS_JSON",
-            value=args.arguments,
+            f"{where} must hold a JSON object of named arguments, e.g. '{{\"id\": 1}}'",
+            key="ARGS",
+            value=source,
         )
+    return arguments
+
+
+def run_call(args: argparse.Namespace) -> int:
+    arguments = call_arguments(args.arguments)
     result = anyio.run(_call, args, arguments)
     if args.format == "json":
         data = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         print(json.dumps(data, indent=2))
     else:
         print(_readable(result))
-    return 1 if result.is_error else 0
+    return exit_code(result)
+
+
+def exit_code(result: CallToolResult) -> int:
+    """0 succeeded, 3 waits for approval, 1 any other status (docs/cli.md)."""
+    if not result.is_error:
+        return SUCCEEDED
+    status = (result.structured_content or {}).get("status")
+    return PENDING_APPROVAL if status == "pending_approval" else FAILED
 
 
 def _readable(result: CallToolResult) -> str:
@@ -141,7 +246,7 @@ async def _connect(args: argparse.Namespace) -> AsyncIterator[Client]:
 
     async def note_refusal(response: httpx2.Response) -> None:
         # The SDK reports any HTTP error as one generic JSON-RPC error; keep the status.
-        if response.status_code in (401, 403):
+        if response.status_code >= 400:
             refused.append(response.status_code)
 
     http = httpx2.AsyncClient(
@@ -156,16 +261,26 @@ async def _connect(args: argparse.Namespace) -> AsyncIterator[Client]:
         ):
             yield client
     except* MCPError as group:
+        if refused and refused[0] in _NOT_MCP:
+            raise ConfigError(
+                f"{args.url} answered HTTP {refused[0]}, not as an MCP endpoint; pass --url "
+                "the gateway's endpoint, e.g. http://127.0.0.1:8765/mcp",
+                key="--url",
+                value=args.url,
+            ) from None
         if refused:
             raise ConfigError(
                 f"{args.url} refused the token (HTTP {refused[0]}); pass --token (or set "
                 "$TOOLKEEPER_TOKEN) to the token of a principal in the gateway's configuration",
                 key="--token",
             ) from None
-        raise ToolkeeperError(f"the gateway refused the request: {group.exceptions[0]}") from None
+        status = f" (HTTP {refused[0]})" if refused else ""
+        raise ToolkeeperError(
+            f"the gateway refused the request{status}: {first_leaf(group)}"
+        ) from None
     except* (httpx2.TransportError, OSError) as group:
         raise ConfigError(
-            f"no gateway answers at {args.url} ({group.exceptions[0]}); start one with "
+            f"no gateway answers at {args.url} ({first_leaf(group)}); start one with "
             "`toolkeeper serve CONFIG --http HOST:PORT` or pass --url",
             key="--url",
             value=args.url,

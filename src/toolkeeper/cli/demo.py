@@ -1,4 +1,8 @@
-"""`toolkeeper demo [NAME]`: run a shipped scenario from `examples/scenarios/` with a trace."""
+"""`toolkeeper demo [NAME]`: run a shipped scenario from `examples/scenarios/` with a trace.
+
+The demo keeps its state in ``.toolkeeper/demo`` (not ``.toolkeeper`` itself): its files
+(its own manuscript store among them) must never meet those of a gateway or an example
+running from the same directory."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 from toolkeeper.errors import ConfigError
+
+DEMO_HOME = ".toolkeeper/demo"
 
 # name → (module, keyword arguments for its run())
 SCENARIOS: dict[str, tuple[str, dict[str, str]]] = {
@@ -50,9 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         choices=sorted(SCENARIOS),
         help="scenario to run (default manuscript_metadata)",
     )
-    parser.add_argument(
-        "--home", default=".toolkeeper", help="state directory (default .toolkeeper)"
-    )
+    parser.add_argument("--home", default=DEMO_HOME, help=f"state directory (default {DEMO_HOME})")
     parser.set_defaults(func=run)
 
 

@@ -3,21 +3,23 @@
 Everything printed from the ledger goes through `escaping.visible`: ids, names and reasons
 come from clients and models, and must not forge a line or steer the terminal.
 
-`reconcile`, `export` and `prune` take the ledger from ``--home`` (the SQLite ledger there)
-or from ``--config`` (a gateway configuration: its home or its PostgreSQL ledger, and for
-`reconcile` its tools, whose read-back hooks settle unknown effects).
+Every action takes the ledger from ``--home`` (the SQLite ledger there) or from ``--config``
+(a gateway configuration: the SQLite ledger in its home, or its PostgreSQL ledger; for
+`reconcile` also its tools, whose read-back hooks settle unknown effects).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkeeper.cli.conventions import add_format, positive
 from toolkeeper.cli.escaping import visible
 from toolkeeper.errors import ConfigError
 from toolkeeper.ledger import InvocationRecord, Ledger
@@ -30,6 +32,7 @@ from toolkeeper.ledger.retention import (
     prune_archived,
 )
 from toolkeeper.ledger.sqlite import SQLiteLedger
+from toolkeeper.runtime.envelope import EffectState, Status
 
 if TYPE_CHECKING:
     from toolkeeper.gateway.config.settings import GatewayConfig
@@ -61,8 +64,8 @@ def open_ledger(home: str) -> SQLiteLedger:
     path = Path(home) / "ledger.db"
     if not path.exists():
         raise ConfigError(
-            f"no ledger at {path}; run a tool call first (e.g. `toolkeeper demo`) or pass "
-            "--home DIR where the ledger lives",
+            f"no ledger at {path}; pass --home DIR where the ledger lives, or --config CONFIG "
+            "of the gateway that wrote it",
             key="--home",
             value=home,
         )
@@ -70,10 +73,22 @@ def open_ledger(home: str) -> SQLiteLedger:
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
+    """--home, --config and --format: where the ledger is and how to print."""
     parser.add_argument(
-        "--home", default=".toolkeeper", help="state directory (default .toolkeeper)"
+        "--home", default=None, help=f"state directory of a SQLite ledger (default {_DEFAULT_HOME})"
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="a gateway configuration: its ledger (the SQLite one in its home, or its "
+        "PostgreSQL one from ledger_dsn_env)",
+    )
+    add_format(parser)
+
+
+def ledger_of(args: argparse.Namespace) -> Ledger:
+    """The ledger `--config` or `--home` names; a SQLite ledger must already exist."""
+    return _ledger(args, _config(args))
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -85,12 +100,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ):
         sub = commands.add_parser(name, help=help_text)
         add_common(sub)
-        sub.add_argument("--status", help="succeeded, rejected, failed, timed_out, ...")
+        sub.add_argument(
+            "--status",
+            choices=[s.value for s in Status],
+            metavar="STATUS",
+            help=f"one of {', '.join(s.value for s in Status)}",
+        )
         sub.add_argument("--tool", help="tool id, id@version, or the name the model used")
         sub.add_argument("--principal", help="principal id")
-        sub.add_argument("--effect-state", help="none, not_committed, committed or unknown")
+        sub.add_argument(
+            "--effect-state",
+            choices=[e.value for e in EffectState],
+            metavar="STATE",
+            help=f"one of {', '.join(e.value for e in EffectState)}",
+        )
         sub.add_argument("--since", help="30m, 2h, 1d or an ISO 8601 time")
-        sub.add_argument("--limit", type=int, default=50)
+        sub.add_argument(
+            "--limit",
+            type=positive,
+            default=50,
+            metavar="N",
+            help="at most N invocations (default 50)",
+        )
         sub.set_defaults(func=run_tail if name == "tail" else run_list)
     show = commands.add_parser("show", help="one invocation with every stage event")
     add_common(show)
@@ -100,7 +131,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     reconcile = commands.add_parser(
         "reconcile", help="settle calls a crash left in flight or with an unknown effect"
     )
-    _add_source(reconcile)
+    add_common(reconcile)
     reconcile.add_argument(
         "--foreign-after",
         type=float,
@@ -113,7 +144,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     exporting = commands.add_parser(
         "export", help="write invocations with their events to a JSON-lines archive"
     )
-    _add_source(exporting)
+    add_common(exporting)
     exporting.add_argument("--out", required=True, help="archive file to write")
     exporting.add_argument(
         "--before", help="only invocations created before: 30d (ago) or an ISO 8601 time"
@@ -123,23 +154,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "prune",
         help="delete settled invocations that were exported or the retention policy drops",
     )
-    _add_source(prune)
+    add_common(prune)
     prune.add_argument("--archive", help="delete what this export holds (settled, unchanged)")
     prune.add_argument("--max-age", help="delete settled invocations older than this: 90d")
     prune.add_argument("--max-rows", type=int, help="keep at most this many invocations")
     prune.set_defaults(func=run_prune)
-
-
-def _add_source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--home", default=None, help=f"state directory of a SQLite ledger (default {_DEFAULT_HOME})"
-    )
-    parser.add_argument(
-        "--config",
-        default=None,
-        help="a gateway configuration: its ledger (home or ledger_dsn_env) and tools",
-    )
-    parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def _line(r: InvocationRecord) -> str:
@@ -157,9 +176,7 @@ def _as_json(r: InvocationRecord) -> dict[str, Any]:
     return data
 
 
-def _query(
-    args: argparse.Namespace, ledger: SQLiteLedger, since: float | None
-) -> list[InvocationRecord]:
+def _query(args: argparse.Namespace, ledger: Ledger, since: float | None) -> list[InvocationRecord]:
     return ledger.query(
         status=args.status,
         tool=args.tool,
@@ -171,8 +188,12 @@ def _query(
 
 
 def run_list(args: argparse.Namespace) -> int:
-    ledger = open_ledger(args.home)
-    records = _query(args, ledger, parse_since(args.since))
+    since = parse_since(args.since)
+    ledger = ledger_of(args)
+    try:
+        records = _query(args, ledger, since)
+    finally:
+        ledger.close()
     if args.format == "json":
         print(json.dumps([_as_json(r) for r in records], default=str, indent=2))
     else:
@@ -183,16 +204,19 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    ledger = open_ledger(args.home)
-    record = ledger.get(args.request_id)
+    ledger = ledger_of(args)
+    try:
+        record = ledger.get(args.request_id)
+        events = ledger.events(args.request_id) if record is not None else []
+    finally:
+        ledger.close()
     if record is None:
         raise ConfigError(
-            f"no invocation {args.request_id!r} in {ledger.path}; list them with "
+            f"no invocation {args.request_id!r} in this ledger; list them with "
             "`toolkeeper ledger list`",
             key="request_id",
             value=args.request_id,
         )
-    events = ledger.events(args.request_id)
     if args.format == "json":
         data = _as_json(record)
         data["events"] = [asdict(e) for e in events]
@@ -216,22 +240,28 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_tail(args: argparse.Namespace) -> int:
     """Print matching invocations as they complete, until interrupted."""
-    ledger = open_ledger(args.home)
+    ledger = ledger_of(args)
     since = parse_since(args.since) or time.time()
     seen: set[str] = set()
-    while True:
-        for record in reversed(_query(args, ledger, since)):
-            key = f"{record.request_id}:{record.status}"
-            if key in seen:
-                continue
-            seen.add(key)
-            print(
-                json.dumps(_as_json(record), default=str)
-                if args.format == "json"
-                else _line(record),
-                flush=True,
-            )
-        time.sleep(0.5)
+    # To stderr, so a pipe reading stdout gets invocations only; without it a quiet ledger
+    # looks like a hung command.
+    print("following the ledger for new invocations; Ctrl-C stops", file=sys.stderr, flush=True)
+    try:
+        while True:
+            for record in reversed(_query(args, ledger, since)):
+                key = f"{record.request_id}:{record.status}"
+                if key in seen:
+                    continue
+                seen.add(key)
+                print(
+                    json.dumps(_as_json(record), default=str)
+                    if args.format == "json"
+                    else _line(record),
+                    flush=True,
+                )
+            time.sleep(0.5)
+    finally:
+        ledger.close()
 
 
 # -- reconcile, export, prune ---------------------------------------------------------------

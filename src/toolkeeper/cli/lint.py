@@ -13,20 +13,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from toolkeeper.cli.conventions import add_format, positive
 from toolkeeper.lint import Finding, LintConfig, LintReport, Severity, lint_catalog
 from toolkeeper.lint.targets import load_target
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return value
 
 
 def _codes(text: str) -> tuple[str, ...]:
@@ -43,10 +34,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "imported, which runs their top-level code.",
     )
     parser.add_argument("target", metavar="PATH|MODULE", help="what to lint")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_format(parser)
     parser.add_argument(
         "--max-tokens",
-        type=_positive,
+        type=positive,
         default=LintConfig().max_description_tokens,
         metavar="N",
         help="token budget of a model-facing description (default %(default)s)",

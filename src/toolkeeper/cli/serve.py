@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from toolkeeper.gateway.config.settings import GatewayConfig
 
 _FROM_CONFIG = "config"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,7 +35,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="HOST:PORT",
         help="serve Streamable HTTP on HOST:PORT (alone: the [http] host and port of CONFIG)",
     )
-    parser.add_argument("--log-level", default="warning", help="stderr log level (default warning)")
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        default="warning",
+        help=f"stderr log level: {', '.join(LOG_LEVELS)} (default warning)",
+    )
     parser.set_defaults(func=run)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from toolkeeper.cli.conventions import add_format
 from toolkeeper.cli.escaping import visible
 from toolkeeper.errors import ConfigError, ToolkeeperError
 from toolkeeper.gateway.config.settings import GatewayConfig, load_config
@@ -56,7 +57,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("server", nargs="?", help="one upstream server of the configuration")
     parser.add_argument("tool", nargs="?", help="one tool of that server (its upstream name)")
     parser.add_argument("--home", type=Path, default=None, help="state directory (default: home)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_format(parser)
 
 
 def _survey(args: argparse.Namespace) -> tuple[list[UpstreamTool], dict[str, str], Path]:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolkeeper.adapters import VENDORS, render_with_report
+from toolkeeper.cli.conventions import add_format
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ConfigError
 from toolkeeper.importers.catalog import load_catalog
@@ -57,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="CATALOG",
         help="a catalog directory, file or module (default %(default)s)",
     )
-    stats.add_argument("--format", choices=("table", "json"), default="table")
+    add_format(stats)
     stats.set_defaults(func=run)
 
 

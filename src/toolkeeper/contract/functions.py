@@ -31,6 +31,7 @@ import functools
 import hashlib
 import inspect
 import linecache
+import logging
 import re
 import types
 from collections.abc import Callable
@@ -63,6 +64,7 @@ from toolkeeper.runtime.context import ToolContext
 from toolkeeper.schema.document import canonical_json, unescape
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_log = logging.getLogger(__name__)
 
 RESULT_KEY = "result"
 """The property a non-object return value is wrapped in."""
@@ -96,6 +98,42 @@ def contract_from_function(
 ) -> ToolContract:
     """The contract of `fn` (sync or async); keyword arguments override what the function
     says. `contract_fields` are further `ToolContract` fields (timeout, open_world, ...)."""
+    contract = _unversioned_contract(
+        fn,
+        id=id,
+        version=version,
+        description=description,
+        when_to_use=when_to_use,
+        when_not_to_use=when_not_to_use,
+        side_effect=side_effect,
+        idempotency=idempotency,
+        **contract_fields,
+    )
+    if contract.version is None and not contract.is_read_only:
+        effect = contract.side_effect or "undeclared (counts as committing)"
+        raise ContractError(
+            f"tool {contract.id!r} has side_effect {effect} and no version; a tool that changes "
+            'the world needs an explicit version: pass version="1.0.0" (or side_effect="none" '
+            "if it only reads)",
+            contract_id=contract.id,
+            field="version",
+        )
+    return contract
+
+
+def _unversioned_contract(
+    fn: Callable[..., Any],
+    *,
+    id: str | None = None,
+    version: str | None = None,
+    description: str | None = None,
+    when_to_use: str | None = None,
+    when_not_to_use: str | None = None,
+    side_effect: SideEffect | str | None = None,
+    idempotency: Idempotency | str | None = None,
+    **contract_fields: Any,
+) -> ToolContract:
+    """`contract_from_function` without its demand for a version (a bare ``@tool`` has none)."""
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         raise ContractError(
             f"{fn!r} is not a function; decorate a def or async def with @toolkeeper.tool"
@@ -124,15 +162,6 @@ def contract_from_function(
             field="description",
         )
     contract = ToolContract.from_dict(data)
-    if contract.version is None and not contract.is_read_only:
-        effect = contract.side_effect or "undeclared (counts as committing)"
-        raise ContractError(
-            f"tool {name!r} has side_effect {effect} and no version; a tool that changes the "
-            'world needs an explicit version: pass version="1.0.0" (or side_effect="none" if '
-            "it only reads)",
-            contract_id=name,
-            field="version",
-        )
     # The declared data, not the contract's full dump: it says the same (the contract is built
     # from it alone) at a fraction of the cost, which matters for thousands of tools.
     declared = canonical_json(to_jsonable_python(data))
@@ -177,7 +206,14 @@ def tool(
 
     Returns the function unchanged, so it stays directly callable and testable; the contract
     is built (and checked) at decoration time. Read it back with `contract_of`.
+
+    A bare ``@tool`` declares nothing, so it is taken at its most cautious: its side effect is
+    undeclared, which counts as committing (the default policy asks a human before every
+    call), and it has no version (its ref is ``name@0.0.0``). That is logged once, as a
+    warning naming the declaration to write, and `toolkeeper lint` flags it (TK501, TK601).
     """
+    if fn is not None:
+        return _bare(fn)
     options = {
         "id": id,
         "version": version,
@@ -190,13 +226,29 @@ def tool(
     }
 
     def attach(function: _F) -> _F:
-        contract = contract_from_function(function, **options)
-        # A bound method forwards attribute reads to its function, which is where we write.
-        target: Any = getattr(function, "__func__", function)
-        target.__toolkeeper_contract__ = contract
-        return function
+        return _attach(function, contract_from_function(function, **options))
 
-    return attach(fn) if fn is not None else attach
+    return attach
+
+
+def _bare(function: _F) -> _F:
+    contract = _unversioned_contract(function)
+    if not contract.is_read_only:
+        _log.warning(
+            "@tool on %s declares no side effect, so it counts as committing: under the default "
+            "policy every call waits for a human approval. Declare it: "
+            '@tool(side_effect="none") if it only reads, else @tool(version="1.0.0", '
+            'side_effect="reversible"|"committing")',
+            contract.id,
+        )
+    return _attach(function, contract)
+
+
+def _attach(function: _F, contract: ToolContract) -> _F:
+    # A bound method forwards attribute reads to its function, which is where we write.
+    target: Any = getattr(function, "__func__", function)
+    target.__toolkeeper_contract__ = contract
+    return function
 
 
 def contract_of(fn: Callable[..., Any]) -> ToolContract:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import traceback
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -276,8 +277,12 @@ def _import(module_name: str, target: str) -> ModuleType:
         raise CatalogError(f"importing {module_name} failed: {exc}", source=target) from exc
     except Exception as exc:
         # The module's own code raised while importing: a load failure to report, not a crash.
+        # Where it raised is part of what it is: `StopIteration:` alone says nothing.
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+        detail = f": {exc}" if str(exc) else ""
         raise CatalogError(
-            f"importing {module_name} failed: {type(exc).__name__}: {exc}", source=target
+            f"importing {module_name} failed: {type(exc).__name__}{detail}{where}", source=target
         ) from exc
 
 

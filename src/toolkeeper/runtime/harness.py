@@ -10,6 +10,8 @@ with `with`/`async with`, or at the first call.
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +34,7 @@ from toolkeeper.ledger import (
     RecordState,
 )
 from toolkeeper.ledger.sqlite import SQLiteLedger
-from toolkeeper.policy import CedarPolicyEngine, PolicyEngine
+from toolkeeper.policy import CedarPolicyEngine, Decision, PolicyEngine, PolicyRequest
 from toolkeeper.runtime import pipeline, reconciliation, stages
 from toolkeeper.runtime.approvals import Approvals
 from toolkeeper.runtime.call import Call, Services, Trail
@@ -173,6 +175,11 @@ class Harness:
                 )
                 if self._recover:
                     recover(ledger, foreign_after=self.foreign_intent_after)
+                _log.info(
+                    "toolkeeper writes its ledger to %s and artifacts to %s",
+                    getattr(ledger, "path", None) or type(ledger).__name__,
+                    self.artifacts.root,
+                )
         return self
 
     def _opened(self) -> Services:
@@ -256,6 +263,7 @@ class Harness:
             verifiers=self._verifiers,
         )
         self.registry.add(entry)  # the views follow through the registry's listener
+        _warn_if_never_permitted(self._policy or _default_policy(), entry.contract)
         return entry.contract
 
     def register_verifier(self, name: str, verifier: Verifier) -> None:
@@ -427,6 +435,43 @@ def _refuse_inside_loop(name: str, instead: str) -> None:
     except RuntimeError:
         return
     raise ToolkeeperError(f"{name}() cannot run inside an event loop; use {instead}")
+
+
+_log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _default_policy() -> CedarPolicyEngine:
+    """The shipped policy set a harness given none will decide with, parsed once here for the
+    registration check (the harness builds its own when it opens)."""
+    return CedarPolicyEngine()
+
+
+def _warn_if_never_permitted(policy: PolicyEngine, contract: ToolContract) -> None:
+    """Warn when no policy permits `contract` even to a principal holding every capability it
+    requires: every call would be denied, and the developer would learn it only from a
+    ``toolkeeper.default_deny`` in the ledger (the default set permits no reversible tool).
+    A forbid, a condition or an evaluation error is not this mistake and is left alone."""
+    probe = Principal(
+        "toolkeeper-registration-check", capabilities=frozenset(contract.required_capabilities)
+    )
+    try:
+        decision = policy.decide(PolicyRequest(probe, contract, {}))
+    except Exception:  # a custom engine's fault is the call's to report, not registration's
+        return
+    if decision.decision is not Decision.DENY or decision.policy_ids != (
+        "toolkeeper.default_deny",
+    ):
+        return
+    _log.warning(
+        "no loaded policy permits %s (side_effect %s): every call will be denied. To allow "
+        "it, add to a policy file: permit (principal, action == "
+        'Toolkeeper::Action::"invoke", resource is Toolkeeper::Tool) when { resource.id == '
+        '%s }; (put @approval("required") above it to ask a human first)',
+        contract.ref,
+        contract.effective_side_effect.value,
+        json.dumps(contract.id),
+    )
 
 
 __all__ = ["Harness"]

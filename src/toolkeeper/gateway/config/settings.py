@@ -2,11 +2,13 @@
 
 Every key is checked by a pydantic model with ``extra="forbid"``; a mistake becomes one
 `ConfigError` that names each bad key by its dotted path, shows the value (never a token) and
-says how to fix it. Relative paths are resolved against the configuration file's directory,
-except `home`: the ledger lives where you run toolkeeper, as with every ``--home`` option, so
-``toolkeeper approvals`` run from the same directory finds it.
+says how to fix it. Every relative path (``home``, ``policies``, a ``token_file``, an
+``mcpServers`` file, an upstream's ``cwd``, the modules of ``tools``) is resolved against the
+configuration file's directory, so ``toolkeeper serve /srv/gw/gateway.toml`` means the same
+gateway from any working directory, and ``toolkeeper ledger list --config /srv/gw/gateway.toml``
+finds its ledger.
 
-    home = ".toolkeeper"                 # ledger, artifacts and tool state
+    home = ".toolkeeper"                 # ledger, artifacts and tool state (beside this file)
     ledger_dsn_env = "TOOLKEEPER_LEDGER_DSN"  # optional: a PostgreSQL ledger shared by replicas
     tools = ["manuscripts"]              # modules of @toolkeeper.tool functions
     policies = ["policy.cedar"]          # Cedar files, on top of the shipped defaults
@@ -16,7 +18,7 @@ except `home`: the ledger lives where you run toolkeeper, as with every ``--home
     [principals.editor]
     tenant = "press"
     capabilities = ["manuscripts:read", "manuscripts:write"]
-    token_env = "EDITOR_TOKEN"           # or token = "..." (HTTP bearer token)
+    token_env = "EDITOR_TOKEN"           # or token_file = "editor.token", or token = "..."
 
     [http]
     host = "127.0.0.1"
@@ -91,20 +93,29 @@ class PrincipalConfig(_Strict):
     token_env: str | None = Field(
         default=None, description="Name of the environment variable holding the token."
     )
+    token_file: Path | None = Field(
+        default=None,
+        description="A file holding the token (relative to the configuration file); "
+        "`toolkeeper init` writes one readable by its owner only.",
+    )
 
     @model_validator(mode="after")
     def _one_token_source(self) -> PrincipalConfig:
-        if self.token is not None and self.token_env is not None:
+        sources = [self.token, self.token_env, self.token_file]
+        if sum(source is not None for source in sources) > 1:
             raise ValueError(
-                "set either token or token_env, not both; prefer token_env so the token stays "
-                "out of the file"
+                "set one of token, token_env and token_file, not several; prefer token_env or "
+                "token_file so the token stays out of this file"
             )
         return self
 
     def resolve_token(self, key: str) -> str | None:
-        """The bearer token, read from the environment when `token_env` names a variable."""
+        """The bearer token, read from the environment when `token_env` names a variable and
+        from the file `token_file` names."""
         if self.token is not None:
             return self.token.get_secret_value()
+        if self.token_file is not None:
+            return _read_token(self.token_file, key)
         if self.token_env is None:
             return None
         value = os.environ.get(self.token_env)
@@ -116,6 +127,25 @@ class PrincipalConfig(_Strict):
                 value=self.token_env,
             )
         return value
+
+
+def _read_token(path: Path, key: str) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"{key}.token_file: cannot read {path}: {exc.strerror}; write the principal's "
+            "token there (one line) or remove token_file",
+            key=f"{key}.token_file",
+            value=str(path),
+        ) from None
+    if not token:
+        raise ConfigError(
+            f"{key}.token_file: {path} is empty; write the principal's token there",
+            key=f"{key}.token_file",
+            value=str(path),
+        )
+    return token
 
 
 class OAuthConfig(_Strict):
@@ -292,6 +322,29 @@ class GatewayConfig(_Strict):
     base_dir: Path = Field(default=Path("."), exclude=True)
     """The configuration file's directory, which relative `tools` and `policies` live in."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _paths_beside_file(cls, data: Any) -> Any:
+        """A relative `home` or policy file means one beside the configuration file, not in
+        whatever directory toolkeeper happens to run from. Values of the wrong type are left
+        for field validation to report."""
+        if not isinstance(data, dict) or "base_dir" not in data:
+            return data
+        base = Path(data["base_dir"])
+        data = dict(data)
+        home = data.get("home", ".toolkeeper")
+        if isinstance(home, str | Path):
+            data["home"] = base / home  # an absolute `home` stays itself
+        policies = data.get("policies")
+        if isinstance(policies, list):
+            data["policies"] = [base / p if isinstance(p, str | Path) else p for p in policies]
+        principals = data.get("principals")
+        if isinstance(principals, dict):
+            data["principals"] = {
+                name: _token_file_beside(entry, base) for name, entry in principals.items()
+            }
+        return data
+
     @model_validator(mode="after")
     def _upstream_cwd_beside_file(self) -> GatewayConfig:
         """A relative upstream ``cwd`` means the configuration file's directory, like every
@@ -357,6 +410,12 @@ class GatewayConfig(_Strict):
     def resolve(self, path: Path) -> Path:
         """`path` relative to the configuration file's directory."""
         return path if path.is_absolute() else self.base_dir / path
+
+
+def _token_file_beside(entry: Any, base: Path) -> Any:
+    if isinstance(entry, dict) and isinstance(entry.get("token_file"), str | Path):
+        return {**entry, "token_file": base / entry["token_file"]}
+    return entry
 
 
 def _known_principal(name: str | None, info: ValidationInfo) -> str | None:
