@@ -195,3 +195,51 @@ async def test_a_local_tools_text_has_no_fixed_cut(tmp_path: Path) -> None:
         result = await client.call_tool("report", {})
     harness.close()
     assert result.content[0].text.endswith('END"}')  # type: ignore[union-attr]
+
+
+# -- 3. listings are faithful ---------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ERAS)
+async def test_title_icons_execution_and_annotations_are_listed_on(
+    tmp_path: Path, mode: str
+) -> None:
+    legacy = {"FIXTURE_ERA": "legacy"}  # the era whose tools carry `execution`
+    async with (
+        gateway(tmp_path, env=legacy) as (server, _),
+        Client(server.lowlevel, mode=mode) as client,
+    ):
+        listed = {tool.name: wire(tool) for tool in (await client.list_tools()).tools}
+    sent = {tool["name"]: tool for tool in upstream.TOOLS}
+    blocks = listed["up.blocks"]
+    assert blocks["title"] == sent["blocks"]["title"]
+    assert blocks["icons"] == sent["blocks"]["icons"]
+    if mode == "legacy":  # (the 2026-07-28 era's Tool has no `execution`)
+        assert listed["up.maybe_task"]["execution"] == {"taskSupport": "optional"}
+    # Ours may only be more cautious: the importer treats every upstream tool as a write
+    # (committing, open world) until the operator says otherwise, so readOnlyHint: true
+    # becomes false; hints already cautious stay (destructiveHint: true, openWorldHint).
+    assert blocks["annotations"]["readOnlyHint"] is False
+    assert blocks["annotations"]["openWorldHint"] is True
+    wipe = listed["up.wipe"]["annotations"]
+    assert wipe["destructiveHint"] is True
+    assert wipe["idempotentHint"] is False  # not idempotent as far as the contract knows
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_tool_that_requires_tasks_is_withheld_with_a_reason(
+    tmp_path: Path, mode: str
+) -> None:
+    legacy = {"FIXTURE_ERA": "legacy"}
+    async with (
+        gateway(tmp_path, env=legacy) as (server, _),
+        Client(server.lowlevel, mode=mode) as client,
+    ):
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        federation = server._federation
+        assert federation is not None
+        reason = federation.withheld["up", "slow_job"]
+    assert "up.slow_job" not in listed and "up.maybe_task" in listed
+    assert "taskSupport" in reason and "tasks" in reason

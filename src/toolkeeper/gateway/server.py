@@ -307,10 +307,16 @@ class GatewayServer:
 
     def _wire_tool(self, contract: ToolContract) -> dict[str, Any] | None:
         """`contract`'s ``tools/list`` entry in wire form, its name as the contract alone
-        would have it (the view's name replaces it); None when the adapter leaves it out."""
+        would have it (the view's name replaces it); None when the adapter leaves it out.
+        An upstream tool's presentation is the one listed when its definition was first
+        served (the ref names the definition; icons are not pinned)."""
         if contract.ref not in self._wire_tools:
             rendered = tool_listing([contract])[:-1]  # without the trailing RESUME_TOOL
-            self._wire_tools[contract.ref] = _wire(rendered[0]) if rendered else None
+            tool = _wire(rendered[0]) if rendered else None
+            if tool is not None and self._federation is not None:
+                # An upstream tool's icons and task support, as listed (`assessment`).
+                tool |= self._federation.presentation(contract.id)
+            self._wire_tools[contract.ref] = tool
         return self._wire_tools[contract.ref]
 
     def _served(self) -> frozenset[str] | None:

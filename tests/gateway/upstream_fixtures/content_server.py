@@ -4,6 +4,8 @@ content, a tool error with blocks, a result larger than any fixed cut, a listing
 titles, icons, task support and annotations, and resources and prompts.
 
     FIXTURE_BIG_BYTES   the size of the ``big`` tool's text (default 72 000)
+    FIXTURE_ERA         "legacy" serves only the 2025-11-25 handshake loop (whose tools carry
+                        ``execution``, which the 2026-07-28 era has not); otherwise both eras
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import anyio
 from mcp.server import Server, ServerRequestContext
+from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 from mcp_types import (
     CallToolRequestParams,
@@ -218,7 +221,12 @@ server = Server(
 
 async def main() -> None:
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        if os.environ.get("FIXTURE_ERA") == "legacy":
+            options = server.create_initialization_options()
+            async with server.lifespan(server) as state:
+                await serve_loop(server, read, write, lifespan_state=state, init_options=options)
+        else:
+            await server.run(read, write, server.create_initialization_options())
 
 
 if __name__ == "__main__":
