@@ -4,7 +4,8 @@ the contract it is served under.
 A tool is disabled by the config, unsupported (it requires MCP tasks, which the gateway does
 not serve), invalid (cannot become a contract), a name collision, blocked by a scan finding,
 new, changed since approval (a rug pull until an operator says otherwise), or approved.
-`assess` judges every listing at once against the pin store; it holds no connection, so the federation calls it again whenever a listing or an approval changes.
+`assess` judges every listing at once against the pin store; it holds no connection, so the
+federation calls it again whenever a listing or an approval changes.
 Approved tools become contracts with the importer's cautious defaults (committing, open world,
 not idempotent) plus the operator's overrides; upstream annotations stay hints.
 """
