@@ -243,3 +243,62 @@ async def test_a_tool_that_requires_tasks_is_withheld_with_a_reason(
         reason = federation.withheld["up", "slow_job"]
     assert "up.slow_job" not in listed and "up.maybe_task" in listed
     assert "taskSupport" in reason and "tasks" in reason
+
+
+# -- 6. importers ---------------------------------------------------------------------------
+
+DOCKER_TOOLS = [
+    {
+        "name": "search_issues",
+        "description": "Search the issues of a repository.",
+        "arguments": [
+            {"name": "repo", "type": "string", "desc": "owner/name"},
+            {"name": "labels", "type": "array", "items": {"type": "string"}, "desc": "Labels"},
+            {"name": "limit", "type": "integer", "desc": "At most this many", "optional": True},
+        ],
+        "annotations": {"title": "Search issues", "readOnlyHint": True},
+    },
+    {"name": "bad name!", "description": "An illegal name.", "arguments": []},
+    {"name": "ping", "description": "Answer pong.", "arguments": []},
+]
+
+
+def test_a_docker_registry_tools_json_keeps_every_argument(tmp_path: Path) -> None:
+    """The docker/mcp-registry ``tools.json`` shape was read as OpenAI functions without
+    ``parameters``: every argument was dropped. One illegal name is reported (with its
+    position and name) and skipped; the other tools are imported."""
+    from toolkeeper.importers import load_catalog
+
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(DOCKER_TOOLS))
+    catalog = load_catalog(path)
+    by_id = {contract.id: contract for contract in catalog.contracts}
+    assert set(by_id) == {"search_issues", "ping"}
+    schema = by_id["search_issues"].input_schema
+    assert schema["properties"] == {
+        "repo": {"type": "string", "description": "owner/name"},
+        "labels": {"type": "array", "items": {"type": "string"}, "description": "Labels"},
+        "limit": {"type": "integer", "description": "At most this many"},
+    }
+    assert schema["required"] == ["repo", "labels"]
+    assert by_id["search_issues"].annotations == {"title": "Search issues", "readOnlyHint": True}
+    (problem,) = catalog.problems
+    assert "item 1 ('bad name!')" in problem.message and "skipped" in problem.message
+
+
+def test_one_bad_tool_in_any_format_never_fails_the_rest(tmp_path: Path) -> None:
+    from toolkeeper.importers import load_catalog
+
+    tools = [
+        {"name": "ok_one", "description": "Fine.", "inputSchema": {"type": "object"}},
+        {"name": "x y", "description": "Bad.", "inputSchema": {"type": "object"}},
+        {"what": "not a tool"},
+        {"type": "function", "function": {"name": "ok_two", "description": "Fine."}},
+    ]
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(tools))
+    catalog = load_catalog(path)
+    assert {contract.id for contract in catalog.contracts} == {"ok_one", "ok_two"}
+    messages = [problem.message for problem in catalog.problems]
+    assert len(messages) == 2
+    assert "item 1 ('x y')" in messages[0] and "item 2" in messages[1]
