@@ -153,7 +153,7 @@ async def main():
         output = await harness.registry.get(echo.ref).executor.execute(arguments, context)
     harness.close()
     gateway = sorted(m for m in sys.modules if m.startswith("toolkeeper.gateway"))
-    print(json.dumps({{"sdk_before": sdk_before, "output": output, "gateway": gateway}}))
+    print(json.dumps({{"sdk_before": sdk_before, "output": output.value, "gateway": gateway}}))
 
 asyncio.run(main())
 """
@@ -261,7 +261,7 @@ async def test_a_streamable_http_server_gets_the_headers(calls: Path) -> None:
         async with connect_mcp("web", url=url, headers={"Authorization": "Bearer t0k"}) as web:
             assert "headers" in await web.list_tools()
             executor = McpExecutor(web, "headers", grants=authority)
-            seen = await executor.execute({}, context_for(authority, "headers@0.0.0", {}))
+            seen = (await executor.execute({}, context_for(authority, "headers@0.0.0", {}))).value
     assert seen["authorization"] == "Bearer t0k"
     assert executor.source == "mcp:web"
     assert received(calls) == [{"tool": "headers", "arguments": {}}]
@@ -315,7 +315,7 @@ async def test_a_call_without_a_valid_grant_for_its_arguments_never_reaches_the_
                 False,
             )
         assert received(calls) == []
-        assert await executor.execute(asked, granted) == {"result": 5}
+        assert (await executor.execute(asked, granted)).value == {"result": 5}
     assert received(calls) == [{"tool": "add", "arguments": asked}]
 
 

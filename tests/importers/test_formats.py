@@ -374,7 +374,9 @@ def test_conflicting_duplicates_are_a_catalog_error() -> None:
 
 
 def test_an_item_that_cannot_be_imported_is_named_with_its_position() -> None:
-    with pytest.raises(CatalogError, match="mixed: item 1: MCP tool name 'a b' is not a legal"):
+    with pytest.raises(
+        CatalogError, match=r"mixed: item 1 \('a b'\): MCP tool name 'a b' is not a legal"
+    ):
         load_tool_list([MCP_TOOL, {**MCP_TOOL, "name": "a b"}], source="mixed")
 
 

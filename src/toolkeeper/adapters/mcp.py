@@ -8,7 +8,7 @@ returns the results in request order and also states each call id in ``_meta`` u
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolkeeper.adapters._common import as_data, call_id, get, views
@@ -31,7 +31,9 @@ def render_with_report(
 ) -> tuple[list[dict[str, Any]], RenderReport]:
     """`render`, plus the output schemas left out.
 
-    Annotations are derived from the contract, never copied from upstream hints. An output
+    Annotations are derived from the contract; an upstream's own hints (kept in
+    ``contract.annotations``) are passed on where they are at least as cautious, and its
+    ``title`` and other annotation keys as they are (`cautious_annotations`). An output
     schema is sent only when it is an object and the contract's result projection keeps
     every field and redacts none: a projected or redacted result would not match it, and
     clients may validate ``structuredContent`` against it.
@@ -65,14 +67,39 @@ def render_with_report(
                 issues.append(
                     RenderIssue(contract.ref, "", IssueKind.DROPPED, f"outputSchema ({reason})")
                 )
-        tool["annotations"] = {
+        derived = {
             "readOnlyHint": contract.is_read_only,
             "destructiveHint": contract.effective_side_effect is SideEffect.COMMITTING,
             "idempotentHint": contract.is_idempotent,
             "openWorldHint": contract.open_world,
         }
+        hints = contract.annotations or {}
+        if isinstance(hints.get("title"), str):
+            tool["title"] = hints["title"]
+        tool["annotations"] = cautious_annotations(hints, derived)
         tools.append(tool)
     return tools, RenderReport(tuple(issues))
+
+
+CAUTIOUS_HINTS = {
+    "readOnlyHint": False,
+    "destructiveHint": True,
+    "idempotentHint": False,
+    "openWorldHint": True,
+}
+"""Each behaviour hint's cautious value: the one a client should assume when unsure."""
+
+
+def cautious_annotations(hints: Mapping[str, Any], derived: Mapping[str, bool]) -> dict[str, Any]:
+    """The annotations to list: the upstream's `hints` (title and any other keys) with each
+    behaviour hint the more cautious of theirs and ours — ours may make a hint more cautious
+    (an upstream's ``readOnlyHint: true`` on a tool our contract treats as a write becomes
+    false), never less (an upstream's ``destructiveHint: true`` stays, whatever we derived)."""
+    merged = {key: value for key, value in hints.items() if key not in CAUTIOUS_HINTS}
+    for key, ours in derived.items():
+        cautious = CAUTIOUS_HINTS[key]
+        merged[key] = cautious if cautious in (ours, hints.get(key)) else ours
+    return merged
 
 
 def parse(request: Any) -> list[Proposal]:

@@ -13,6 +13,7 @@ checks `context.grant` itself (`GrantAuthority.check_call`) before anything leav
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toolkeeper.runtime.context import ToolContext
@@ -29,6 +30,23 @@ class Executor(Protocol):
     async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """An executor's answer that is more than a value: an MCP tool's content blocks, in the
+    order it sent them. The `value` is checked against the output schema and projected like
+    any output; the blocks are redacted and reach the envelope's ``content``, so a gateway
+    can give its client what the tool sent."""
+
+    value: Any
+    """The structured content when `structured`; else a rendering of the text blocks."""
+    blocks: tuple[dict[str, Any], ...]
+    """The content blocks in MCP wire form (by alias)."""
+    structured: bool = False
+    """The tool sent `value` as its structured content."""
+    is_error: bool = False
+    """The tool flagged its answer an error (it then travels in a `ToolFailure`)."""
+
+
 class ToolFailure(Exception):
     """Raised by tool code to report a failure it understands, as a structured error."""
 
@@ -41,6 +59,7 @@ class ToolFailure(Exception):
         effect_committed: bool | None = False,
         field_errors: tuple[FieldError, ...] = (),
         suggested_fix: str | None = None,
+        answer: ToolAnswer | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -49,6 +68,8 @@ class ToolFailure(Exception):
         self.effect_committed = effect_committed
         self.field_errors = field_errors
         self.suggested_fix = suggested_fix
+        self.answer = answer
+        """What the tool answered with its error, when it answered (an MCP ``isError``)."""
 
 
-__all__ = ["Executor", "ToolFailure"]
+__all__ = ["Executor", "ToolAnswer", "ToolFailure"]

@@ -43,7 +43,7 @@ except ImportError as exc:  # the SDK is the gateway extra's, not the core libra
 from toolkeeper import __version__
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ConfigError
-from toolkeeper.executors import ToolFailure
+from toolkeeper.executors import ToolAnswer, ToolFailure
 from toolkeeper.importers.formats import from_mcp_tool
 from toolkeeper.runtime.context import ToolContext
 from toolkeeper.runtime.envelope import ErrorCategory
@@ -147,7 +147,7 @@ class McpExecutor:
             )
         if result.is_error:
             raise _tool_error(self._upstream.name, self.tool, result)
-        return _output(result)
+        return _answer(result)
 
 
 class McpConnection:
@@ -450,14 +450,16 @@ def _input_refused(
     )
 
 
-def _output(result: types.CallToolResult) -> dict[str, Any]:
-    if isinstance(result.structured_content, dict):
-        return result.structured_content
-    output: dict[str, Any] = {"text": _text(result)}
-    other = [b.model_dump(mode="json", by_alias=True) for b in result.content if b.type != "text"]
-    if other:
-        output["content"] = other
-    return output
+def _answer(result: types.CallToolResult) -> ToolAnswer:
+    """The result as the tool sent it: its blocks in order, and its structured content as
+    the value — or, without one, its text blocks joined under ``"text"``, the value a
+    library's model view shows (non-text blocks are then only in the blocks)."""
+    blocks = tuple(
+        block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
+    )
+    structured = isinstance(result.structured_content, dict)
+    value = result.structured_content if structured else {"text": _text(result)}
+    return ToolAnswer(value, blocks, structured=structured, is_error=bool(result.is_error))
 
 
 def _text(result: types.CallToolResult) -> str:
@@ -467,8 +469,10 @@ def _text(result: types.CallToolResult) -> str:
 def _tool_error(server: str, tool: str, result: types.CallToolResult) -> ToolFailure:
     """An ``isError`` result: the tool ran and failed. When the server is itself a toolkeeper
     gateway its envelope says what kind of failure; otherwise nobody can say whether a side
-    effect happened before the failure."""
-    text = _text(result)[:2000] or f"{tool} on MCP server {server!r} failed without a message"
+    effect happened before the failure. The result itself travels with the failure, so a
+    gateway's client gets the tool's own blocks."""
+    answer = _answer(result)
+    text = _text(result) or f"{tool} on MCP server {server!r} failed without a message"
     content = result.structured_content if isinstance(result.structured_content, dict) else {}
     error = content.get("error") if isinstance(content.get("error"), dict) else None
     if error and error.get("category") in ErrorCategory.__members__.values():
@@ -479,8 +483,9 @@ def _tool_error(server: str, tool: str, result: types.CallToolResult) -> ToolFai
             retryable=bool(error.get("retryable", False)),
             effect_committed=committed if isinstance(committed, bool) else None,
             suggested_fix=error.get("suggested_fix"),
+            answer=answer,
         )
-    return ToolFailure(text, effect_committed=None)
+    return ToolFailure(text, effect_committed=None, answer=answer)
 
 
 __all__ = [

@@ -42,20 +42,27 @@ from mcp_types import (
     INVALID_REQUEST,
     CallToolRequestParams,
     CallToolResult,
+    ListResourcesResult,
     ListToolsResult,
     PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
     Tool,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolkeeper.artifacts.store import ArtifactError
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ApprovalError, LedgerError
+from toolkeeper.gateway import resources
 from toolkeeper.gateway.results import (
     RESUME_TOOL,
     advertised_output_schema,
     call_result,
+    gateway_note,
+    passed_through,
     refusal,
     tool_listing,
     withheld_result,
@@ -177,6 +184,17 @@ def _wire(tool: Tool) -> dict[str, Any]:
     return tool.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+def _link(uri: str, size: int, description: str) -> dict[str, Any]:
+    return {
+        "type": "resource_link",
+        "uri": uri,
+        "name": uri.rsplit("/", 1)[-1],
+        "description": description,
+        "mimeType": "application/json",
+        "size": size,
+    }
+
+
 def _cursor(stamp: str, offset: int) -> str:
     return base64.urlsafe_b64encode(f"{stamp}:{offset}".encode()).decode()
 
@@ -227,6 +245,8 @@ class GatewayServer:
             get_tool_input_schema=lambda _name: None,
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
             on_subscriptions_listen=self._listen,
         )
         # Added by method rather than as `on_list_tools`, whose slot wants a model: a cached
@@ -287,10 +307,16 @@ class GatewayServer:
 
     def _wire_tool(self, contract: ToolContract) -> dict[str, Any] | None:
         """`contract`'s ``tools/list`` entry in wire form, its name as the contract alone
-        would have it (the view's name replaces it); None when the adapter leaves it out."""
+        would have it (the view's name replaces it); None when the adapter leaves it out.
+        An upstream tool's presentation is the one listed when its definition was first
+        served (the ref names the definition; icons are not pinned)."""
         if contract.ref not in self._wire_tools:
             rendered = tool_listing([contract])[:-1]  # without the trailing RESUME_TOOL
-            self._wire_tools[contract.ref] = _wire(rendered[0]) if rendered else None
+            tool = _wire(rendered[0]) if rendered else None
+            if tool is not None and self._federation is not None:
+                # An upstream tool's icons and task support, as listed (`assessment`).
+                tool |= self._federation.presentation(contract.id)
+            self._wire_tools[contract.ref] = tool
         return self._wire_tools[contract.ref]
 
     def _served(self) -> frozenset[str] | None:
@@ -360,6 +386,8 @@ class GatewayServer:
                 effect_committed=False,
             )
             envelope = ResultEnvelope(status=Status.FAILED, error=error, summary=error.message)
+        if envelope.content is not None:
+            return await self._passed_through(envelope)
         if envelope.ok and envelope.artifact_refs and self._advertises(envelope):
             # The projection stored the result aside, and the preview would not match the
             # advertised output schema: the client needs the whole stored result.
@@ -377,6 +405,65 @@ class GatewayServer:
             whole = envelope.model_dump(mode="json", exclude_none=True)
             result = result.model_copy(update={"is_error": True, "structured_content": whole})
         return result
+
+    async def _passed_through(self, envelope: ResultEnvelope) -> CallToolResult:
+        """The answer of a tool that sent content blocks: its blocks and structured content
+        as it sent them (redacted), read back from the artifact store when the projection
+        stored them aside, and linked (`resources.readable_uri`) when they are over the
+        inline limit (``result_bytes``)."""
+        content, meta = envelope.content, envelope.execution_meta
+        assert content is not None
+        limit = self.harness.limits.result_bytes
+        request_id = meta.request_id if meta is not None else ""
+        stored = None
+        blocks: list[dict[str, Any]] = list(content.blocks or ())
+        if content.stored is not None:
+            ref = content.stored
+            uri = resources.readable_uri(ref, request_id)
+            if ref.size <= limit:
+                try:
+                    blocks = await stages.offload(self.harness.artifacts.get_json, ref)
+                except ArtifactError as exc:
+                    stored = f"toolkeeper: the tool's content could not be read back: {exc}"
+            if stored is None and not blocks:
+                blocks = [_link(uri, ref.size, "the tool's content blocks")]
+                stored = (
+                    f"toolkeeper: the tool's content ({ref.size} bytes) is over the gateway's "
+                    f"inline limit of {limit} bytes (result_bytes); read it with "
+                    f"resources/read {uri}"
+                )
+        structured = envelope.structured_content if content.structured else None
+        if content.structured and envelope.artifact_refs:
+            # The projection stored the structured content aside (the preview would not
+            # match an output schema): send the whole, or say where it is.
+            ref = envelope.artifact_refs[0]
+            if ref.size > limit and self._advertises(envelope):
+                return withheld_result(envelope, limit)
+            if ref.size <= limit:
+                structured = await stages.offload(self.harness.artifacts.get_json, ref)
+        return passed_through(
+            envelope,
+            blocks,
+            structured_content=structured,
+            note=gateway_note(envelope, stored=stored),
+        )
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        """Stored results are read by the URI their call answered with, never listed."""
+        self._principal(ctx)
+        return ListResourcesResult(resources=[])
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        principal = self._principal(ctx)
+        if resources.serves(params.uri):
+            return await resources.read_artifact(self.harness, principal, params.uri)
+        raise MCPError(
+            code=resources.RESOURCE_NOT_FOUND, message=f"resource not found: {params.uri}"
+        )
 
     async def _resume(
         self, arguments: Mapping[str, Any] | None, principal: Principal

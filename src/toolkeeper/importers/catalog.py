@@ -143,7 +143,10 @@ def _load_file(path: Path, collector: _Collector) -> None:
     entries, where = _contract_entries(data)
     if entries is None:
         try:
-            contracts = load_tool_list(data, source=source)
+            # One bad tool is reported and skipped; the rest of the file is imported.
+            contracts = load_tool_list(
+                data, source=source, on_problem=lambda message: collector.problem(source, message)
+            )
         except ToolkeeperError as exc:
             collector.problem(source, str(exc))
             return

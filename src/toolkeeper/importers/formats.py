@@ -1,4 +1,5 @@
-"""Contracts from the tool formats in the wild: MCP, OpenAI, Anthropic and BFCL.
+"""Contracts from the tool formats in the wild: MCP, OpenAI, Anthropic, BFCL and the
+docker/mcp-registry ``tools.json`` catalog.
 
 An imported tool says what it takes, not what it does. Nothing in an MCP, OpenAI, Anthropic or
 BFCL definition is a trustworthy statement of effects — MCP annotations are explicitly hints
@@ -74,6 +75,54 @@ def from_mcp_tool(tool: dict[str, Any], **overrides: Any) -> ToolContract:
         input_schema=input_schema,
         warnings=warnings + input_warnings + output_warnings,
         fields={"output_schema": output_schema, "annotations": hints or None},
+        overrides=overrides,
+    )
+
+
+_JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
+
+
+def from_docker_tool(tool: dict[str, Any], **overrides: Any) -> ToolContract:
+    """A contract from a docker/mcp-registry ``tools.json`` entry: ``{"name", "description",
+    "arguments": [{"name", "type", "desc", "optional"?, "items": {"type"}?}],
+    "annotations"?}``. Each argument becomes a property (its ``desc`` the description); an
+    argument is required unless ``optional`` is true. Annotations are kept as hints, as for
+    an MCP tool."""
+    tool = _object(tool, "docker/mcp-registry tool")
+    warnings = _unused(tool, {"name", "description", "arguments", "annotations"}, "docker")
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for position, argument in enumerate(tool.get("arguments") or []):
+        if not isinstance(argument, dict) or not isinstance(argument.get("name"), str):
+            warnings.append(f"arguments/{position}: not an argument with a name; not imported")
+            continue
+        name = argument["name"]
+        prop: dict[str, Any] = {}
+        kind = argument.get("type")
+        if kind in _JSON_TYPES:
+            prop["type"] = kind
+        elif kind is not None:
+            warnings.append(f"arguments/{position} ({name}): type {kind!r} is not a JSON type")
+        items = argument.get("items")
+        if kind == "array" and isinstance(items, dict) and items.get("type") in _JSON_TYPES:
+            prop["items"] = {"type": items["type"]}
+        if isinstance(argument.get("desc"), str) and argument["desc"]:
+            prop["description"] = argument["desc"]
+        properties[name] = prop
+        if argument.get("optional") is not True:
+            required.append(name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    input_schema, schema_warnings = _schema(schema, "input_schema", "mcp")
+    annotations = tool.get("annotations")
+    hints = dict(annotations) if isinstance(annotations, dict) and annotations else None
+    return _contract(
+        tool,
+        "docker/mcp-registry",
+        input_schema=input_schema,
+        warnings=warnings + schema_warnings,
+        fields={"annotations": hints},
         overrides=overrides,
     )
 
@@ -160,33 +209,44 @@ def from_bfcl_function(
     )
 
 
-def load_tool_list(data: Any, *, source: str) -> list[ToolContract]:
+def load_tool_list(
+    data: Any, *, source: str, on_problem: Callable[[str], None] | None = None
+) -> list[ToolContract]:
     """Contracts from a tool list in any of the formats this module imports, detected per item.
 
     `data` is an MCP ``tools/list`` result (``{"tools": [...]}`` or the JSON-RPC response
-    around it), a list of MCP, OpenAI or Anthropic tool definitions, one BFCL entry or a list of
-    them (``{"id": ..., "function": [...]}``), JSON or JSON-lines text, or a `Path` to such a
-    file (.json, .jsonl, .yaml, .toml). `source` names where the list came from, for errors.
-    A name defined twice identically is imported once; two different definitions of one name
-    raise `CatalogError`.
+    around it), a list of MCP, OpenAI or Anthropic tool definitions, a docker/mcp-registry
+    ``tools.json`` list, one BFCL entry or a list of them (``{"id": ..., "function": [...]}``),
+    JSON or JSON-lines text, or a `Path` to such a file (.json, .jsonl, .yaml, .toml). `source`
+    names where the list came from, for errors. A name defined twice identically is imported
+    once.
+
+    A tool that cannot be imported (an illegal name, an unknown format, a second, different
+    definition of a name) raises `CatalogError` — or, given `on_problem`, is reported there
+    (with its position and name) and skipped, and the rest of the list is imported.
     """
     contracts: dict[str, tuple[str, str, ToolContract]] = {}
     for where, fingerprint, build in _items(_parse(data, source), source):
         try:
             contract = build()
+            seen = contracts.get(contract.id)
+            if seen is None:
+                contracts[contract.id] = (where, fingerprint, contract)
+            elif seen[1] != fingerprint:
+                bfcl = "entry" in where
+                hint = (
+                    ". BFCL entries are separate catalogs: load one entry at a time" if bfcl else ""
+                )
+                raise CatalogError(
+                    f"tool {contract.id!r} is defined twice, differently ({seen[0]} and "
+                    f"{where}); a catalog needs one definition per name{hint}; the first is kept"
+                )
         except CatalogError as exc:
-            raise CatalogError(f"{source}: {where}: {exc}", source=source) from exc
-        seen = contracts.get(contract.id)
-        if seen is None:
-            contracts[contract.id] = (where, fingerprint, contract)
-        elif seen[1] != fingerprint:
-            bfcl = "entry" in where
-            hint = ". BFCL entries are separate catalogs: load one entry at a time" if bfcl else ""
-            raise CatalogError(
-                f"{source}: tool {contract.id!r} is defined twice, differently ({seen[0]} and "
-                f"{where}); a catalog needs one definition per name{hint}",
-                source=source,
-            )
+            message = str(exc).removeprefix(f"{source}: ")
+            problem = CatalogError(f"{source}: {where}: {message}", source=source)
+            if on_problem is None:
+                raise problem from exc
+            on_problem(f"{problem} (skipped)")
     return [contract for _, _, contract in contracts.values()]
 
 
@@ -340,9 +400,19 @@ def _items(data: Any, source: str) -> list[_Item]:
     for index, item in enumerate(data):
         if isinstance(item, dict) and isinstance(item.get("function"), list):
             items += _bfcl_entry(item, index)
-        else:
-            items.append(_tool_item(item, f"item {index}", source))
+            continue
+        where = f"item {index}"
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            where += f" ({item['name']!r})"
+        try:
+            items.append(_tool_item(item, where, source))
+        except CatalogError as exc:  # raised when the list is read, like any other item's
+            items.append((where, "", partial(_raise, exc)))
     return items
+
+
+def _raise(exc: CatalogError) -> ToolContract:
+    raise exc
 
 
 def _bfcl_entry(entry: dict[str, Any], index: int) -> list[_Item]:
@@ -366,6 +436,8 @@ def _tool_item(item: Any, where: str, source: str) -> _Item:
     importer: Callable[[dict[str, Any]], ToolContract]
     if "inputSchema" in item:
         importer = from_mcp_tool
+    elif isinstance(item.get("arguments"), list) and "parameters" not in item:
+        importer = from_docker_tool
     elif "input_schema" in item or item.get("type") == "custom":
         importer = from_anthropic_tool
     elif item.get("type") == "function" or ("name" in item and "type" not in item):
@@ -380,7 +452,8 @@ def _tool_item(item: Any, where: str, source: str) -> _Item:
         raise CatalogError(
             f"{source}: cannot tell the format of {where} ({_keys(item)}); expected an MCP tool "
             "(inputSchema), an OpenAI function tool (type 'function'), an Anthropic tool "
-            "(input_schema) or a BFCL entry (function: [...])",
+            "(input_schema), a docker/mcp-registry tool (arguments: [...]) or a BFCL entry "
+            "(function: [...])",
             source=source,
         )
     fingerprint = importer.__name__ + json.dumps(item, sort_keys=True, default=str)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkeeper.artifacts.store import ArtifactStore
+from toolkeeper.executors import ToolAnswer
 from toolkeeper.ledger import ApprovalRecord, InvocationRecord, Ledger, LedgerEvent
 from toolkeeper.policy import PolicyDecision, PolicyEngine
 from toolkeeper.runtime.approvals import Approvals
@@ -105,6 +106,8 @@ class Outcome:
     error: ToolError | None = None
     effect_committed: bool | None = None
     latency_ms: float = 0.0
+    answer: ToolAnswer | None = None
+    """The content blocks the executor answered with besides `output`, if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,7 @@ class Checked:
     effect_state: EffectState
     output: dict[str, Any] | None = None
     error: ToolError | None = None
+    answer: ToolAnswer | None = None
 
 
 @dataclass(slots=True)

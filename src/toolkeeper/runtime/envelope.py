@@ -124,6 +124,25 @@ class ArtifactRef(_Model):
     description: str | None = None
 
 
+class ToolContent(_Model):
+    """A tool's answer as content blocks — an MCP tool's ``content`` (text, image, audio,
+    resource_link, embedded resource) in the order it sent them, redacted. A gateway hands
+    them to its client as they came; the envelope around them is toolkeeper's account."""
+
+    blocks: tuple[dict[str, Any], ...] | None = Field(
+        default=None, description="The blocks in MCP wire form; null when stored aside."
+    )
+    stored: ArtifactRef | None = Field(
+        default=None, description="Where the blocks are, when they were too large to inline."
+    )
+    structured: bool = Field(
+        default=False,
+        description="The tool sent structured content too: the envelope's structured_content "
+        "is it. Otherwise structured_content is toolkeeper's rendering of the text blocks.",
+    )
+    is_error: bool = Field(default=False, description="The tool flagged its answer an error.")
+
+
 class ResultEnvelope(_Model):
     """The answer to one proposal. Render it for a model with `to_model_text()`."""
 
@@ -132,6 +151,7 @@ class ResultEnvelope(_Model):
     summary: str = ""
     structured_content: dict[str, Any] | None = None
     artifact_refs: tuple[ArtifactRef, ...] = ()
+    content: ToolContent | None = None
     provenance: Provenance | None = None
     execution_meta: ExecutionMeta | None = None
 
@@ -139,11 +159,13 @@ class ResultEnvelope(_Model):
     def ok(self) -> bool:
         return self.status is Status.SUCCEEDED
 
-    def to_model_text(self, max_chars: int = 2000) -> str:
+    def to_model_text(self, max_chars: int | None = 2000) -> str:
         """A compact observation for the model: status, summary, the error and its fix.
 
         The text never exceeds `max_chars`; the structured content is included only while it
         fits, because the model's context is the scarcest resource the envelope touches.
+        None shows everything: the structured content is already the contract's projection
+        (bounded by its ``artifact_threshold``), which is what the gateway shows.
         """
         lines = [f"status: {self.status.value}"]
         meta = self.execution_meta
@@ -173,7 +195,15 @@ class ResultEnvelope(_Model):
             lines.append("record: pending (the audit ledger is unavailable; queued for retry)")
         for ref in self.artifact_refs[:5]:
             lines.append(f"artifact: {ref.uri} ({ref.size} bytes)")
+        if self.content is not None and self.content.stored is not None:
+            stored = self.content.stored
+            lines.append(f"content: stored as {stored.uri} ({stored.size} bytes)")
         head = "\n".join(lines)
+        if max_chars is None:
+            if self.structured_content is not None:
+                data = json.dumps(self.structured_content, ensure_ascii=False, default=str)
+                head += f"\ndata: {data}"
+            return head
         if self.structured_content is not None:
             data = json.dumps(self.structured_content, ensure_ascii=False, default=str)
             room = max_chars - len(head) - len("\ndata: ")

@@ -47,7 +47,7 @@ import anyio.to_thread
 from toolkeeper.artifacts.store import aside_value, project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
 from toolkeeper.errors import LedgerError
-from toolkeeper.executors import ToolFailure
+from toolkeeper.executors import ToolAnswer, ToolFailure
 from toolkeeper.executors.inprocess import call_in_thread
 from toolkeeper.ledger import ApprovalStatus, InvocationRecord, RecordState
 from toolkeeper.policy import Decision, PolicyRequest, decide_safely
@@ -62,6 +62,7 @@ from toolkeeper.runtime.envelope import (
     ExecutionMeta,
     ResultEnvelope,
     Status,
+    ToolContent,
     ToolError,
 )
 from toolkeeper.runtime.invocation import (
@@ -785,7 +786,15 @@ async def attempt(
             suggested_fix=failure.suggested_fix,
             effect_committed=committed,
         )
-        return Outcome("error", error=error, effect_committed=committed, latency_ms=elapsed())
+        answer = failure.answer
+        return Outcome(
+            "error",
+            output=answer.value if answer is not None and answer.structured else None,
+            error=error,
+            effect_committed=committed,
+            latency_ms=elapsed(),
+            answer=answer,
+        )
     except (Exception, SystemExit, GeneratorExit) as exc:
         # SystemExit and GeneratorExit raised by tool code end the tool, not the caller.
         error = ToolError(
@@ -794,6 +803,14 @@ async def attempt(
             effect_committed=unknown,
         )
         return Outcome("error", error=error, effect_committed=unknown, latency_ms=elapsed())
+    if isinstance(output, ToolAnswer):
+        return Outcome(
+            "returned",
+            output=output.value,
+            effect_committed=writes,
+            latency_ms=elapsed(),
+            answer=output,
+        )
     return Outcome("returned", output=output, effect_committed=writes, latency_ms=elapsed())
 
 
@@ -958,6 +975,13 @@ async def check(services: Services, call: Call) -> Call | Stop:
         checked = await offload(judge, entry, call.request.call_id, outcome, verified)
     else:
         checked = judge(entry, call.request.call_id, outcome, verified)
+    if outcome.answer is not None:
+        # The blocks travel on whatever the verdict; a failure's structured content (a tool
+        # error the tool described) is projected like a success's.
+        output = checked.output
+        if output is None and isinstance(outcome.output, dict):
+            output = outcome.output
+        checked = replace(checked, answer=outcome.answer, output=output)
     call.trail.add("check", checked.status.value, effect_state=checked.effect_state.value)
     call.checked = checked
     return call
@@ -1093,6 +1117,9 @@ async def project(services: Services, call: Call) -> Call | Stop:
         content, refs = projected.structured_content, projected.artifact_refs
         if checked.status is Status.SUCCEEDED:
             summary = projected.summary
+    blocks = None
+    if checked.answer is not None:
+        blocks = await _projected_blocks(services, contract, checked.answer)
     call.trail.add("project", "projected", artifacts=len(refs))
     envelope = ResultEnvelope(
         status=checked.status,
@@ -1100,6 +1127,7 @@ async def project(services: Services, call: Call) -> Call | Stop:
         summary=summary,
         structured_content=content,
         artifact_refs=refs,
+        content=blocks,
         provenance=provenance(contract, request, entry),
         execution_meta=execution_meta(
             call.record, request, call.attempts, call.started, checked.effect_state
@@ -1107,6 +1135,35 @@ async def project(services: Services, call: Call) -> Call | Stop:
     )
     call.envelope = envelope
     return call
+
+
+async def _projected_blocks(
+    services: Services, contract: ToolContract, answer: ToolAnswer
+) -> ToolContent:
+    """The tool's content blocks as the envelope keeps them: redacted like the output (every
+    string of every block — text, a resource's text, URIs, and base64 data as a string), all
+    of them when the outputs are classified secret; stored aside over the contract's
+    ``artifact_threshold``, so the ledger row stays small."""
+    if contract.data_classification.outputs is Classification.SECRET:
+        blocks: Any = [{"type": "text", "text": REDACTED}]
+    elif larger_than(answer.blocks, services.limits.offload_bytes):
+        blocks = await offload(services.redactor.redact, list(answer.blocks))
+    else:
+        blocks = services.redactor.redact(list(answer.blocks))
+    content = ToolContent(
+        blocks=tuple(blocks), structured=answer.structured, is_error=answer.is_error
+    )
+    threshold = min(contract.result_projection.artifact_threshold, services.limits.result_bytes)
+    if larger_than(blocks, threshold):
+        ref = await offload(
+            functools.partial(services.artifacts.put, blocks, description=CONTENT_ARTIFACT)
+        )
+        content = content.model_copy(update={"blocks": None, "stored": ref})
+    return content
+
+
+CONTENT_ARTIFACT = "content blocks"
+"""The description of an artifact that holds a tool's content blocks (a JSON list)."""
 
 
 def redacted_output(services: Services, contract: ToolContract, output: dict[str, Any]) -> Any:

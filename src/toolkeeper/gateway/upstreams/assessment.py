@@ -1,10 +1,11 @@
 """What the gateway makes of each upstream tool: its status (`ToolStatus`) and, when approved,
 the contract it is served under.
 
-A tool is disabled by the config, invalid (cannot become a contract), a name collision, blocked
-by a scan finding, new, changed since approval (a rug pull until an operator says otherwise),
-or approved. `assess` judges every listing at once against the pin store; it holds no
-connection, so the federation calls it again whenever a listing or an approval changes.
+A tool is disabled by the config, unsupported (it requires MCP tasks, which the gateway does
+not serve), invalid (cannot become a contract), a name collision, blocked by a scan finding,
+new, changed since approval (a rug pull until an operator says otherwise), or approved.
+`assess` judges every listing at once against the pin store; it holds no connection, so the
+federation calls it again whenever a listing or an approval changes.
 Approved tools become contracts with the importer's cautious defaults (committing, open world,
 not idempotent) plus the operator's overrides; upstream annotations stay hints.
 """
@@ -37,6 +38,12 @@ class ToolStatus(StrEnum):
     COLLISION = "collision"
     INVALID = "invalid"
     DISABLED = "disabled"
+    UNSUPPORTED = "unsupported"
+
+
+PRESENTATION_FIELDS = ("icons", "execution")
+"""What of a listed tool the gateway lists on as the upstream sent it, outside the pin (a
+client's display and task hints, which no model reads and no policy consults)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +59,8 @@ class UpstreamTool:
     findings: tuple[Finding, ...] = ()
     reason: str = ""
     contract: ToolContract | None = field(default=None, repr=False)
+    presentation: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """`PRESENTATION_FIELDS` as listed."""
 
 
 def assess(
@@ -93,11 +102,22 @@ def _assess_one(
     contract_id, digest = config.namespace + name, pin_hash(tool)
     findings = tuple(scan_tool(server, tool, known_tools=known))
 
+    shown = {key: tool[key] for key in PRESENTATION_FIELDS if tool.get(key) is not None}
+
     def report(status: ToolStatus, reason: str = "", **extra: Any) -> UpstreamTool:
-        return UpstreamTool(server, name, contract_id, digest, status, findings, reason, **extra)
+        return UpstreamTool(
+            server, name, contract_id, digest, status, findings, reason, presentation=shown, **extra
+        )
 
     if not config.override(name).enabled:
         return report(ToolStatus.DISABLED, f"disabled in the config (tools.{name}.enabled)")
+    execution = tool.get("execution")
+    if isinstance(execution, Mapping) and execution.get("taskSupport") == "required":
+        return report(
+            ToolStatus.UNSUPPORTED,
+            "requires MCP tasks (execution.taskSupport = 'required'), which the gateway does "
+            "not serve; every call would fail, so it is not listed",
+        )
     rivals = [s for s in offered[contract_id] if s != server]
     if rivals or contract_id in local_ids:
         holders = ", ".join(repr(s) for s in rivals) or "a local tool"

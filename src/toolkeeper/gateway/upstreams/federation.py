@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -63,6 +63,7 @@ class Federation:
             for name, config in configs.items()
         }
         self._registered: dict[str, tuple[str, str]] = {}  # contract id → (ref, pin hash)
+        self._presentations: dict[str, Mapping[str, Any]] = {}
         self._stack = AsyncExitStack()
         self._group: TaskGroup | None = None
         self._started = False
@@ -84,6 +85,11 @@ class Federation:
             tool.contract_id == contract_id and key not in self.withheld
             for key, tool in self.tools.items()
         )
+
+    def presentation(self, contract_id: str) -> dict[str, Any]:
+        """The icons and task support the upstream lists for the tool served as
+        `contract_id` (nothing for a tool the federation does not hold)."""
+        return dict(self._presentations.get(contract_id, {}))
 
     async def start(self) -> None:
         group = await self._stack.enter_async_context(anyio.create_task_group())
@@ -115,6 +121,7 @@ class Federation:
                 self.errors.pop(name, None)
         reports = assess(listings, self._configs, self.pins, local_ids=self._local_ids)
         self.tools = {(r.server, r.name): r for r in reports}
+        self._presentations = {r.contract_id: r.presentation for r in reports}
         self.withheld = {}
         served: set[str] = set()
         for report in reports:
