@@ -13,8 +13,8 @@ import functools
 import importlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any, Literal
 
 import anyio
@@ -46,6 +46,7 @@ from toolkeeper.gateway.upstreams.federation import Federation, connect_upstream
 from toolkeeper.ledger.retention import apply_policy
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.reconciliation import Reconciliation
+from toolkeeper.secrets.redaction import RedactingFilter, Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ async def open_gateway(
     local_ids = frozenset(contract.id for contract in harness.registry.latest_contracts())
     try:
         async with AsyncExitStack() as stack:
+            stack.enter_context(_redacted_logs(harness.redactor))
             federation = None
             if config.upstreams:
                 federation = await connect_upstreams(config.upstreams, harness, home=config.home)
@@ -136,6 +138,21 @@ def _report_reconciliation(report: Reconciliation) -> None:
     logger.log(level, "ledger reconciliation: %s", report.summary())
     for left in report.unsettled[:_LOGGED_UNSETTLED]:
         logger.warning("effect still unknown: %s (%s): %a", left.request_id, left.tool, left.reason)
+
+
+@contextmanager
+def _redacted_logs(redactor: Redactor) -> Iterator[None]:
+    """Every line the process logs while the gateway runs passes its harness's redactor:
+    an upstream's or a tool's error text may quote a credential the broker resolved."""
+    handlers = list(logging.getLogger().handlers)
+    scrub = RedactingFilter(redactor)
+    for handler in handlers:
+        handler.addFilter(scrub)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(scrub)
 
 
 def _report(federation: Federation) -> None:

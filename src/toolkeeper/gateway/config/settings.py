@@ -30,6 +30,10 @@ except `home`: the ledger lives where you run toolkeeper, as with every ``--home
     max_age = "90d"
     max_rows = 5000000
 
+    [telemetry]                          # optional (the otel extra); docs/observability.md
+    otlp = true                          # spans and metrics over OTLP (OTEL_EXPORTER_OTLP_*)
+    prometheus = "127.0.0.1:9464"        # serve /metrics for Prometheus
+
     [mcpServers.search]                  # or mcpServers = "servers.json"; or [upstreams.search]
     command = "python"
     args = ["search_server.py"]
@@ -64,6 +68,7 @@ from toolkeeper.ledger.retention import RetentionPolicy, parse_duration
 from toolkeeper.runtime.harness import ARGUMENT_THRESHOLD
 from toolkeeper.runtime.invocation import Principal
 from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER
+from toolkeeper.telemetry.exporting import TelemetryConfig
 
 
 class _Strict(BaseModel):
@@ -225,7 +230,8 @@ def is_loopback(host: str) -> bool:
 
 
 class GatewayConfig(_Strict):
-    """A whole gateway: its state directory, tools, policies, principals, upstreams, HTTP."""
+    """A whole gateway: its state directory, tools, policies, principals, upstreams, HTTP,
+    ledger upkeep and telemetry."""
 
     name: str = "toolkeeper"
     home: Path = Path(".toolkeeper")
@@ -239,6 +245,7 @@ class GatewayConfig(_Strict):
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
     http: HttpConfig = Field(default_factory=HttpConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     base_dir: Path = Field(default=Path("."), exclude=True)
     """The configuration file's directory, which relative `tools` and `policies` live in."""
 
