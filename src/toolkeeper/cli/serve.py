@@ -2,7 +2,9 @@
 
 Serves over stdio by default (for an MCP host that launches it as a subprocess); with
 ``--http`` it listens for Streamable HTTP clients and prints the endpoint URL once it accepts
-connections. Log lines go to stderr, so stdout stays the protocol channel on stdio.
+connections. Log lines go to stderr, so stdout stays the protocol channel on stdio: each
+stamped with its UTC time to the millisecond, one per call at INFO (the default level), and
+scrubbed by the gateway's redactor (docs/observability.md).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from toolkeeper.errors import ConfigError
@@ -39,8 +42,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--log-level",
         type=str.lower,
         choices=LOG_LEVELS,
-        default="warning",
-        help=f"stderr log level: {', '.join(LOG_LEVELS)} (default warning)",
+        default="info",
+        help=f"stderr log level: {', '.join(LOG_LEVELS)} "
+        "(default info: one line per call, upstream connections)",
     )
     parser.set_defaults(func=run)
 
@@ -64,21 +68,42 @@ def run(args: argparse.Namespace) -> int:
     import anyio
 
     from toolkeeper.gateway.config.settings import load_config
+    from toolkeeper.telemetry.exporting import exporting
 
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    _log_to_stderr(args.log_level.upper())
     config = load_config(args.config)
     # Tools keep their own state beside the ledger; this is how they find it.
     os.environ["TOOLKEEPER_HOME"] = str(config.home.resolve())
-    if args.http is None:
-        anyio.run(_stdio, config)
-        return 0
-    address = None if args.http == _FROM_CONFIG else parse_address(args.http)
-    anyio.run(_http, config, address)
+    address = None
+    if args.http not in (None, _FROM_CONFIG):
+        address = parse_address(args.http)
+    # This process is the gateway: its telemetry providers are the process's own.
+    with exporting(config.telemetry, service=config.name, process_wide=True):
+        if args.http is None:
+            anyio.run(_stdio, config)
+        else:
+            anyio.run(_http, config, address)
     return 0
+
+
+_LIBRARIES = ("mcp", "httpx", "httpx2", "uvicorn")
+"""Loggers whose INFO lines (every session opened, every upstream HTTP request with its URL)
+would bury toolkeeper's; they speak at WARNING unless the level is DEBUG."""
+
+
+def _log_to_stderr(level: str) -> None:
+    """Lines like ``2025-01-31T09:12:03.042Z INFO toolkeeper.calls: request=...``: UTC, so
+    the lines of replicas in different zones sort together."""
+    handler = logging.StreamHandler(sys.stderr)
+    formatter = logging.Formatter(
+        "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S"
+    )
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
+    logging.basicConfig(level=level, handlers=[handler])
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        for name in _LIBRARIES:
+            logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 async def _stdio(config: GatewayConfig) -> None:

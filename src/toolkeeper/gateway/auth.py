@@ -7,13 +7,15 @@ metadata when an authorization server is configured), and `PrincipalResolver` ma
 to a `Principal`. The embedded default is `StaticTokenVerifier`; OAuth deployments plug in a
 verifier for their authorization server (JWT, introspection) through the same seam.
 
-Tokens are never logged, printed or kept in a repr.
+Tokens are never logged, printed or kept in a repr. Each refused request is logged once, at
+WARNING, with its reason, client address, method and path (`LoggedRefusals`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,9 +31,11 @@ from mcp.server.auth.routes import build_resource_metadata_url
 from pydantic import AnyHttpUrl
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkeeper.runtime.invocation import Principal
+
+logger = logging.getLogger(__name__)
 
 
 class StaticTokenVerifier:
@@ -120,7 +124,7 @@ def require_bearer(
     (the spec's audience binding: a token issued for another service is not ours to honour).
     """
     metadata_url = build_resource_metadata_url(resource_url) if resource_url else None
-    endpoint = RequireAuthMiddleware(app, required_scopes or [], metadata_url)
+    endpoint = LoggedRefusals(RequireAuthMiddleware(app, required_scopes or [], metadata_url))
     audience = resource_url if check_audience else None
     backend = BearerAuthBackend(verifier, resource_server_url=audience)
     middleware = [
@@ -128,3 +132,45 @@ def require_bearer(
         Middleware(AuthContextMiddleware),
     ]
     return endpoint, middleware
+
+
+class LoggedRefusals:
+    """ASGI middleware logging each request the bearer layer refuses: a 401 or 403 whose
+    ``WWW-Authenticate: Bearer`` challenge marks it as an authentication answer (a 403 of the
+    transport's DNS-rebinding check is not one). The line says why (no bearer token, a token
+    not accepted, a missing scope), from where and for what; never the token."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] in (401, 403):
+                headers = dict(message.get("headers") or ())
+                if headers.get(b"www-authenticate", b"").startswith(b"Bearer "):
+                    _log_refusal(scope, message["status"])
+            await send(message)
+
+        await self.app(scope, receive, watched)
+
+
+def _log_refusal(scope: Scope, status: int) -> None:
+    if status == 403:
+        reason = "the token lacks a required scope"
+    elif any(name == b"authorization" for name, _ in scope.get("headers") or ()):
+        reason = "the bearer token was not accepted"
+    else:
+        reason = "no bearer token"
+    client = scope.get("client")
+    logger.warning(
+        "refused %s %s from %s: %d, %s",
+        scope.get("method", "?"),
+        scope.get("path", "?"),
+        client[0] if client else "an unknown address",
+        status,
+        reason,
+    )

@@ -36,6 +36,10 @@ finds its ledger.
     argument_bytes = 1048576
     message_bytes = 2097152
 
+    [telemetry]                          # optional (the otel extra); docs/observability.md
+    otlp = true                          # spans and metrics over OTLP (OTEL_EXPORTER_OTLP_*)
+    prometheus = "127.0.0.1:9464"        # serve /metrics for Prometheus
+
     [mcpServers.search]                  # or mcpServers = "servers.json"; or [upstreams.search]
     command = "python"
     args = ["search_server.py"]
@@ -72,6 +76,7 @@ from toolkeeper.runtime.harness import ARGUMENT_THRESHOLD
 from toolkeeper.runtime.invocation import Principal
 from toolkeeper.runtime.limits import DEFAULT_LIMITS, MAX_ARGUMENT_DEPTH, Limits
 from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER
+from toolkeeper.telemetry.exporting import TelemetryConfig
 
 CALL_TIMEOUT = 60.0
 """The gateway's default seconds per tool call: what MCP clients commonly wait before they give
@@ -296,7 +301,8 @@ def is_loopback(host: str) -> bool:
 
 
 class GatewayConfig(_Strict):
-    """A whole gateway: its state directory, tools, policies, principals, upstreams, HTTP."""
+    """A whole gateway: its state directory, tools, policies, principals, upstreams, HTTP,
+    ledger upkeep and telemetry."""
 
     name: str = "toolkeeper"
     home: Path = Path(".toolkeeper")
@@ -319,6 +325,7 @@ class GatewayConfig(_Strict):
     http: HttpConfig = Field(default_factory=HttpConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     base_dir: Path = Field(default=Path("."), exclude=True)
     """The configuration file's directory, which relative `tools` and `policies` live in."""
 

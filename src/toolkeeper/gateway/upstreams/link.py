@@ -11,10 +11,13 @@ under an approved pin, and a call to a tool withheld since it was served is refu
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 from anyio.abc import TaskStatus
@@ -27,6 +30,8 @@ from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.gateway.upstreams.stderr import upstream_log
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.secrets.redaction import Redactor
+
+logger = logging.getLogger(__name__)
 
 
 class UpstreamLink:
@@ -96,6 +101,14 @@ class UpstreamLink:
             self._wake = anyio.Event()
 
     async def _run_session(self) -> None:
+        # Progress goes to the log as it happens: a slow upstream must not look like a hang.
+        started = time.perf_counter()
+        logger.info(
+            "upstream %s: connecting to %s (timeout %g s)",
+            self.name,
+            self.target,
+            self.config.timeout,
+        )
         try:
             async with AsyncExitStack() as stack:
                 client = await stack.enter_async_context(await self._client(stack))
@@ -105,18 +118,47 @@ class UpstreamLink:
                     watchers.start_soon(self._relist_on_request, client)
                     await self._list_and_report(client)
                     self.client, self.error = client, None
+                    logger.info(
+                        "upstream %s: connected in %.0f ms, %d tool(s) listed",
+                        self.name,
+                        (time.perf_counter() - started) * 1000,
+                        len(self.listing or ()),
+                    )
                     self._fire_changed()
                     await self._lost.wait()
                     watchers.cancel_scope.cancel()
+                    if not self._closing:
+                        logger.info(
+                            "upstream %s: connection lost; the next call reconnects", self.name
+                        )
         except Exception as exc:  # a dead upstream is reported, never fatal to the gateway
             log = f"; the server's stderr is in {self._log}" if self._log.exists() else ""
             self._failed(exc, log)
+            logger.info(
+                "upstream %s: failed after %.0f ms: %s",
+                self.name,
+                (time.perf_counter() - started) * 1000,
+                self.error,
+            )
         finally:
             self.client = None
 
     def _failed(self, exc: BaseException, hint: str = "") -> None:
         # An upstream may quote its credentials in an error (a rejected token, a URL).
         self.error = self.redactor.redact_text(describe(exc) + hint)
+
+    @property
+    def target(self) -> str:
+        """Where the upstream is, for the log: the URL without credentials or query, or the
+        stdio command without its arguments (either may carry a token)."""
+        if self.config.transport == "stdio":
+            return f"{Path(self.config.command or '').name} (stdio)"
+        url = urlsplit(str(self.config.url))
+        host = url.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if url.port is not None:
+            netloc += f":{url.port}"
+        return urlunsplit((url.scheme, netloc, url.path, "", ""))
 
     async def _client(self, stack: AsyncExitStack) -> Client:
         for credential in self.config.credentials(self.name):
