@@ -104,18 +104,27 @@ def test_the_public_tuning_set_meets_the_goal() -> None:
 
 
 def test_the_eval_splits_share_no_source_and_carry_provenance() -> None:
-    sources: dict[str, set[str]] = {}
-    for split in ("tuning", "report"):
+    """Tuning, the seen report set and the held-out report2 set come from disjoint sources
+    (repository, or package, or the named origin of a file the index gave no repository
+    for), so a rule fitted to one source's phrasing is not rewarded on another split."""
+    splits = ("tuning", "report", "report2")
+    sources: dict[str, set[str]] = {split: set() for split in splits}
+    ids: set[str] = set()
+    for split in splits:
         for line in (CORPUS / "eval" / f"{split}.jsonl").read_text().splitlines():
             item = json.loads(line)
             assert item["split"] == split
+            assert item["id"] not in ids
+            ids.add(item["id"])
             assert item["label"] in ("poisoned", "benign")
             assert item["label"] == "benign" or item["technique"]
-            assert item["source"].get("path")
-            sources.setdefault(split, set()).add(
-                item["source"].get("repo") or item["source"]["path"]
-            )
-    assert not sources["tuning"] & sources["report"]
+            source = item["source"]
+            assert source.get("path")
+            assert source.get("commit") or source.get("version") or source.get("note")
+            sources[split].add(source.get("repo") or source.get("origin") or source["path"])
+    for i, first in enumerate(splits):
+        for second in splits[i + 1 :]:
+            assert not sources[first] & sources[second], (first, second)
 
 
 def test_a_rug_pull_starts_clean_and_turns_poisoned() -> None:
