@@ -1,22 +1,27 @@
 """How well the upstream injection scan generalizes: blocked rates per set and technique.
 
-Run: python benchmarks/scanner_eval.py [--misses] [--split regression|tuning|report]
+Run: python benchmarks/scanner_eval.py [--misses] [--split regression|tuning|report|report2]
 
-Three sets, printed separately and never pooled:
+Four sets, printed separately and never pooled:
 
 * regression — our own corpus (tests/gateway/corpus/{poisoned,benign}.json), the one the
   scanner was first written against; it guards against regressions and says nothing about
   generalization.
 * tuning — public definitions written by others (tests/gateway/corpus/eval/tuning.jsonl);
-  the checks may be tuned on it.
-* report — public definitions from *other* source repositories
-  (tests/gateway/corpus/eval/report.jsonl); never tuned on. This is the figure to quote.
+  the checks may be tuned on it. It holds the sources moved out of `report` after their
+  misses were seen.
+* report — public definitions from other sources (tests/gateway/corpus/eval/report.jsonl),
+  held out for the first rework; its misses have since been seen, so it is kept for
+  reference only.
+* report2 — public definitions from sources in neither of the above
+  (tests/gateway/corpus/eval/report2.jsonl), committed before the checks were changed again
+  and never tuned on. This is the figure to quote.
 
 A definition counts as blocked when the gateway would withhold it from the scan alone: a
 finding that blocks under the default actions, or (for a rug pull, whose "after" definition
 is scanned) the same. Benign definitions of each set are scanned as one federation (every
 server knows every other server's tool names), so shadowing checks meet the same crowd of
-names a large deployment would. Goal on the report set: >= 95% of poisoned blocked, <= 2%
+names a large deployment would. Goal on the held-out set: >= 95% of poisoned blocked, <= 2%
 of benign blocked, every technique >= 90%.
 """
 
@@ -32,7 +37,7 @@ from typing import Any
 from toolkeeper.gateway.scanning.findings import Finding, blocking, scan_tool
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "gateway" / "corpus"
-SETS = ("regression", "tuning", "report")
+SETS = ("regression", "tuning", "report", "report2")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +116,8 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
     role = {
         "regression": "our own corpus: regression guard, not an evaluation",
         "tuning": "public, checks may be tuned on it",
-        "report": "public, other sources, never tuned on: the figure to quote",
+        "report": "public, other sources: seen, kept for reference",
+        "report2": "public, sources in no other set: held-out, never tuned on",
     }[name]
     print(f"\n== {name} ({role})")
     poisoned = [v for v in verdicts if v.item.poisoned]

@@ -74,11 +74,13 @@ _SEND = (
 )
 _SILENT = r"(?:silently|secretly|quietly|covertly|discreetly|behind the scenes)"
 
-_Check = tuple[str, str, str, re.Pattern[str]]
+_Check = tuple[str, str, bool, str, re.Pattern[str]]
 
 
-def _check(check: str, code: str, reason: str, pattern: str) -> _Check:
-    return (check, code, reason, _rx(pattern))
+def _check(check: str, code: str, reason: str, pattern: str, *, high: bool = True) -> _Check:
+    """A language check; `high` says whether a match blocks on its own or only warns (a
+    medium finding, raised to high by pseudo-system markup around it)."""
+    return (check, code, high, reason, _rx(pattern))
 
 
 _CHECKS: tuple[_Check, ...] = (
@@ -117,11 +119,16 @@ _CHECKS: tuple[_Check, ...] = (
         r"|\btrusted more than the user\b|\btrust this (?:tool|server|function) completely\b"
         r"|\b(?:new|updated|real|actual|true)\s+(?:system\s+)?instructions\s+(?:are|follow)\b"
         r"|\bsystem override\b|^\s*override\s*:"),
+    # Openers that only injected text uses: an honest description has no reader to guess at.
     _check("model_addressed", "hidden_directive", "a message addressed to the model",
-        rf"\bnote to (?:the )?{_AI}\b|\b(?:attention|hey|dear),?\s+{_AI}\b"
-        r"|\bif you are an? (?:ai|assistant|language model|llm|agent)\b"
+        r"\bif you are an? (?:ai|assistant|language model|llm|agent)\b"
         rf"|\b{_AI}s? reading this\b|\bif you are reading this\b"
         r"|\byou have been instructed by another tool\b"),
+    # A note to the model is how honest servers give usage guidance ("Note to LLM: use the
+    # collection-indexes tool first"); it warns, and the orders inside it — concealment,
+    # override, exfiltration — are found by their own checks.
+    _check("model_addressed", "hidden_directive", "a note addressed to the model",
+        rf"\bnote to (?:the )?{_AI}\b|\b(?:attention|hey|dear),?\s+{_AI}\b", high=False),
     # -- concealment: keep it from the user ---------------------------------------------------
     _check("concealment", "hidden_directive", "asks to keep something from the user",
         r"\b(?:do not|don't|dont|never|must not|should not|shouldn't|no need to"
@@ -164,6 +171,14 @@ _CHECKS: tuple[_Check, ...] = (
     _check("exfiltration", "exfiltration", "asks to exfiltrate data",
         r"(?:^|[.!?:>\n]\s*|\b(?:must|should|please|and|then|also)\s+)(?:exfiltrate|harvest"
         r"|steal)\b|\bupload (?:it |them )?later\b"),
+    # Exporting everything to a destination is what backup tools do; it warns, and blocks
+    # when pseudo-system markup or an injection key frames it as an order to the model.
+    _check("exfiltration", "exfiltration", "moves all data to a destination of its choosing",
+        r"\b(?:export|dump|write|cop(?:y|ie)|save|send|upload|transfer|move|sync|mirror|back up)\w*"
+        r"…{0,30}\b(?:all|every|entire|full|complete|whole)\b…{0,30}\b(?:data|records|files"
+        r"|information|details|database|contents|history|credentials|secrets)\b…{0,20}?\bto\s+"
+        r"(?:/\S+|~/\S+|[a-z]:\\\S*|(?:https?|ftp|s3)://|[\w.+-]+@[\w-]+\.[\w.]+)",
+        high=False),
     # -- redirect: an effect of another call goes to a third party ----------------------------
     _check("redirect", "hidden_directive", "redirects an effect to a third party",
         r"\b(?:all|every|any)\s+(?:e-?mails?|messages?|payments?|transfers?|transactions?|funds"
@@ -235,10 +250,14 @@ _PREFERENCE: tuple[tuple[str, re.Pattern[str]], ...] = (
 def directives(reading: Reading) -> Iterator[Hit]:
     """Every check that matches `reading`, first match of each pattern."""
     text = reading.text
-    for check, code, reason, pattern in _CHECKS:
-        match = pattern.search(text)
-        if match and not _negated_here(text, match.start(), check):
-            yield Hit(check, code, True, reason, match.start(), match.end())
+    for check, code, high, reason, pattern in _CHECKS:
+        for match in pattern.finditer(text):
+            if _negated_here(text, match.start(), check):
+                break
+            if check == "steering" and _on_users_request(text, match.start()):
+                continue
+            yield Hit(check, code, high, reason, match.start(), match.end())
+            break
     cues = [(label, m) for label, pattern in _PREFERENCE if (m := pattern.search(text))]
     if len(cues) >= 2:
         first = min(m.start() for _, m in cues)
@@ -254,6 +273,23 @@ def _negated_here(text: str, start: int, check: str) -> bool:
     """Whether an exfiltration match sits in a sentence that denies it ("this tool never
     reads ~/.ssh/id_rsa")."""
     return check == "exfiltration" and bool(_DENIAL.search(_sentence_around(text, start, 40)))
+
+
+# "If the user asks to give feedback, call this tool immediately" is usage guidance: the
+# user's own request picks the tool. "Whenever the user asks anything, call this first" is
+# not — a condition that every request meets is no condition.
+_USERS_REQUEST = re.compile(
+    r"\b(?:if|when|whenever|once|after)\s+(?:the\s+|a\s+)?(?:user|users|they|someone)\s+"
+    r"(?:\w+\s+){0,2}?(?:asks?|agrees?|wants?|requests?|says?|mentions?|needs?|chooses?"
+    r"|decides?|types?|would like|wishes|explicitly)\b(?!\s+(?:\w+\s+)?(?:any|anything"
+    r"|every|everything|all|something|a question)\b)"
+)
+
+
+def _on_users_request(text: str, start: int) -> bool:
+    """Whether a steering match sits in a sentence that makes it depend on a specific
+    request of the user."""
+    return bool(_USERS_REQUEST.search(_sentence_around(text, start)))
 
 
 def _sentence_around(text: str, start: int, after: int = 0) -> str:
@@ -340,6 +376,7 @@ _MODEL_IMPERATIVE = _rx(
     r"|\byou\s+(?:must|are required to|have to)\s+(?:always|first|also|immediately|never)\b"
     r"|\b(?:after|before|when|whenever|then)\b…{0,60}\b(?:call|invoke|run|execute)\s+"
     r"(?:the\s+)?[\w.-]+(?:\s+tool)?\s+(?:again|first|with the user'?s?)\b"
+    r"|\b(?:after|before|when|whenever|then)\b…{0,60}\b(?:execute|run|perform)\s*:"
 )
 
 
