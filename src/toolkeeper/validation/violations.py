@@ -299,7 +299,9 @@ def _best_branch(error: ValidationError, root: Any) -> list[Violation]:
                     types.extend(t for t in _as_list(value) if t not in types)
         if not types:  # only `false` branches, or none that says what type it wants
             return [
-                Violation(path, code, error.validator_value, error.instance, error.schema, error.message)
+                Violation(
+                    path, code, error.validator_value, error.instance, error.schema, error.message
+                )
             ]
         return [Violation(path, "type", types, error.instance, error.schema, error.message)]
     choices = _merged_choices(fitting)
