@@ -92,11 +92,15 @@ def _rs_keyword(keyword: str, value: str | float) -> jsonschema_rs.Validator | N
 
 
 def _pattern_matches(pattern: str, text: str) -> bool:
-    """Regex search with jsonschema_rs's (ECMA-262) semantics, Python's `re` if it refuses."""
+    """Regex search with jsonschema_rs's (ECMA-262) semantics, Python's `re` where it
+    refuses the pattern or the text."""
     validator = _rs_keyword("pattern", pattern)
-    if validator is None:
-        return re.search(pattern, text) is not None
-    return validator.is_valid(text)
+    if validator is not None:
+        try:
+            return validator.is_valid(text)
+        except ValueError:  # text jsonschema_rs cannot take (a lone surrogate)
+            pass
+    return re.search(pattern, text) is not None
 
 
 def _format_conforms(fmt: str, instance: Any) -> bool:
