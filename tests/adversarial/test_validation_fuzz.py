@@ -227,6 +227,7 @@ CRASHES = {
     "anyOf_false_and_string": (under({"anyOf": [False, {"type": "string"}]}), {"p": 1}, {"/p"}),
     "oneOf_false_and_integer": (under({"oneOf": [False, {"type": "integer"}]}), {"p": "x"}, {"/p"}),
     "oneOf_only_false": (under({"oneOf": [False, False]}), {"p": None}, {"/p"}),
+    "lone_surrogate_in_the_schema": (under({"const": "\ud800"}), {"p": "a"}, {"/p"}),
     "pattern_on_a_lone_surrogate": (under({"pattern": "^a"}), {"p": "\ud800"}, {"/p"}),
     "unevaluatedProperties_schema": (
         {"type": "object", "unevaluatedProperties": {"type": "integer"}},
@@ -242,8 +243,9 @@ def test_a_false_branch_or_unevaluated_schema_gives_violations(
 ) -> None:
     """Defect: `anyOf`/`oneOf` holding the boolean schema `false` raised IndexError (its
     error has no schema path), `unevaluatedProperties` with a schema raised IndexError (a
-    property violation reported without its property), and a `pattern` raised
-    UnicodeEncodeError on text jsonschema_rs cannot take (found by the release profile)."""
+    property violation reported without its property), a `pattern` raised
+    UnicodeEncodeError on text jsonschema_rs cannot take (found by the release profile), and
+    so did the contract digest of a schema holding a lone surrogate."""
     result = validate_arguments(contract(schema), value)
     assert not result.ok
     assert result.error is not None
