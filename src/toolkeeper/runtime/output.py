@@ -66,20 +66,27 @@ def described(exc: BaseException) -> str:
     return f"{name}: {message}" if message else name
 
 
+_AS_IS = frozenset({int, bool, type(None)})
+"""Types whose values are JSON as they are (exactly these: subclasses may say otherwise)."""
+
+
 def _plain(value: Any, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise NoJsonForm(f"it is nested deeper than {MAX_DEPTH} levels, or contains itself")
     kind = type(value)
-    if value is None or kind is bool or kind is int:
+    if kind in _AS_IS:
         return value
+    if kind is str:
+        return value if value.isascii() else utf8_text(value)
     if kind is float:
         return value if math.isfinite(value) else None
-    if kind is str:
-        return utf8_text(value)
     if isinstance(value, dict):
         return _object(value, depth)
     if isinstance(value, list | tuple):
-        return [_plain(item, depth + 1) for item in value]
+        return [
+            item if type(item) in _AS_IS else _plain(item, depth + 1)  # most items are
+            for item in value
+        ]
     if kind is bytes or kind is bytearray or kind is memoryview:
         try:
             return bytes(value).decode("utf-8")
@@ -108,10 +115,10 @@ def _unknown(value: Any) -> Any:
 def _object(value: dict[Any, Any], depth: int) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, item in value.items():
-        name = _key(key)
+        name = key if type(key) is str and key.isascii() else _key(key)
         if name in result:
             raise NoJsonForm(f"two keys are both written {name!r} in JSON")
-        result[name] = _plain(item, depth + 1)
+        result[name] = item if type(item) in _AS_IS else _plain(item, depth + 1)
     return result
 
 

@@ -793,16 +793,15 @@ def judge(entry: ToolEntry, call_id: str, outcome: Outcome, verified: bool | Non
         # The executor returned, so a write's effect happened: the call settles as failed
         # with its effect recorded, and a keyed repeat replays this answer.
         committed = state is EffectState.COMMITTED
-        unusable = output is None
+        what = (
+            "a value with no JSON form"
+            if output is None
+            else "output that does not match its output schema"
+        )
+        effect = "; its effect did happen" if committed else ""
         error = ToolError(
             category=ErrorCategory.INTERNAL,
-            message=f"{contract.id} returned "
-            + (
-                "a value with no JSON form"
-                if unusable
-                else "output that does not match its output schema"
-            )
-            + ("; its effect did happen" if committed else ""),
+            message=f"{contract.id} returned {what}{effect}",
             field_errors=problems,
             suggested_fix=(
                 "Do not repeat the call: its effect is in place; read the current state instead."
