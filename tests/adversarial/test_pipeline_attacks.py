@@ -75,16 +75,16 @@ def test_a_lone_surrogate_in_arguments_is_an_invalid_argument(tmp_path: Path) ->
     harness.close()
 
 
-def test_output_with_a_lone_surrogate_fails_the_call_with_a_record(tmp_path: Path) -> None:
+def test_output_with_a_lone_surrogate_is_escaped_with_a_record(tmp_path: Path) -> None:
     """Defect: the project stage raised UnicodeEncodeError out of `invoke`: no envelope,
-    no record."""
+    no record. The surrogate is now written as its escape (docs/tool-output.md)."""
     harness = open_harness(tmp_path)
     returning(harness, "surrogate", {"text": "\ud800"})
     envelope = harness.invoke_sync(Proposal("c1", "surrogate", {}), principal=ALICE)
-    assert envelope.status is Status.FAILED
-    assert envelope.error is not None and envelope.error.field_errors[0].code == "serialization"
+    assert envelope.status is Status.SUCCEEDED
+    assert envelope.structured_content == {"text": "\\ud800"}
     (record,) = harness.ledger.query()
-    assert record.status == "failed"
+    assert record.status == "succeeded"
     harness.close()
 
 

@@ -18,6 +18,7 @@ from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.runtime.envelope import ResultEnvelope
 from toolkeeper.runtime.invocation import Proposal
+from toolkeeper.schema.document import utf8_json
 
 FAMILY = "anthropic"
 
@@ -92,7 +93,8 @@ def answer(
 
     Every envelope that did not succeed sets ``is_error``, so the model reads a denial, a
     pending approval or a failure as "this did not happen". `text`, when given, follows the
-    tool results in the same message.
+    tool results in the same message. Lone surrogates are sent as their escapes, which the
+    SDK can encode.
     """
     if not results:
         return []
@@ -107,4 +109,4 @@ def answer(
     ]
     if text:
         content.append({"type": "text", "text": text})
-    return [{"role": "user", "content": content}]
+    return utf8_json([{"role": "user", "content": content}])

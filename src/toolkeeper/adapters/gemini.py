@@ -22,6 +22,7 @@ from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.runtime.envelope import ResultEnvelope
 from toolkeeper.runtime.invocation import Proposal
+from toolkeeper.schema.document import utf8_json
 
 FAMILY = "gemini"
 _STAND_IN_ID = re.compile(r"^gemini-\d+-\d+$")
@@ -93,7 +94,7 @@ def answer(results: Sequence[tuple[Proposal, ResultEnvelope]]) -> list[dict[str,
 
     Each ``response`` is ``{"output": ...}`` for a success and ``{"error": ...}`` otherwise,
     as Gemini documents, holding the model text and, when present, the structured content
-    as JSON.
+    as JSON. Lone surrogates are sent as their escapes, which the SDK can encode.
     """
     if not results:
         return []
@@ -111,4 +112,4 @@ def answer(results: Sequence[tuple[Proposal, ResultEnvelope]]) -> list[dict[str,
         if not _STAND_IN_ID.match(proposal.call_id):
             function_response = {"id": proposal.call_id, **function_response}
         parts.append({"function_response": function_response})
-    return [{"role": "user", "parts": parts}]
+    return utf8_json([{"role": "user", "parts": parts}])

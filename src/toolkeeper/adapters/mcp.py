@@ -16,6 +16,7 @@ from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
 from toolkeeper.contract.model import Classification, SideEffect, ToolContract
 from toolkeeper.runtime.envelope import ResultEnvelope
 from toolkeeper.runtime.invocation import Proposal
+from toolkeeper.schema.document import utf8_json
 
 FAMILY = "mcp"
 CALL_ID_META = "toolkeeper.dev/call_id"
@@ -132,7 +133,8 @@ def answer(results: Sequence[tuple[Proposal, ResultEnvelope]]) -> list[dict[str,
 
     A result that did not succeed is a tool execution error (``isError: true``) carrying the
     whole envelope in ``structuredContent``; a success carries the envelope's structured
-    content. The text block holds the envelope's model text either way.
+    content. The text block holds the envelope's model text either way. Lone surrogates
+    are sent as their escapes: a transport cannot encode them as UTF-8.
     """
     answers = []
     for proposal, envelope in results:
@@ -146,4 +148,4 @@ def answer(results: Sequence[tuple[Proposal, ResultEnvelope]]) -> list[dict[str,
         elif envelope.structured_content is not None:
             result["structuredContent"] = envelope.structured_content
         answers.append(result)
-    return answers
+    return utf8_json(answers)

@@ -17,6 +17,7 @@ from toolkeeper.adapters.report import RenderReport
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.runtime.envelope import ResultEnvelope
 from toolkeeper.runtime.invocation import Proposal
+from toolkeeper.schema.document import utf8_json
 
 
 def render(contracts: Sequence[ToolContract], *, strict: bool = False) -> list[dict[str, Any]]:
@@ -65,8 +66,12 @@ def parse(
 
 
 def answer(results: Sequence[tuple[Proposal, ResultEnvelope]]) -> list[dict[str, Any]]:
-    """One ``role: tool`` message per call, correlated by ``tool_call_id``, in call order."""
-    return [
-        {"role": "tool", "tool_call_id": proposal.call_id, "content": envelope.to_model_text()}
-        for proposal, envelope in results
-    ]
+    """One ``role: tool`` message per call, correlated by ``tool_call_id``, in call order.
+    Lone surrogates (in a call id, a name, a message) are sent as their escapes, which the
+    SDK can encode."""
+    return utf8_json(
+        [
+            {"role": "tool", "tool_call_id": proposal.call_id, "content": envelope.to_model_text()}
+            for proposal, envelope in results
+        ]
+    )

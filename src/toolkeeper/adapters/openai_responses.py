@@ -18,6 +18,7 @@ from toolkeeper.adapters.report import RenderReport
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.runtime.envelope import ResultEnvelope
 from toolkeeper.runtime.invocation import Proposal
+from toolkeeper.schema.document import utf8_json
 
 
 def render(contracts: Sequence[ToolContract], *, strict: bool = False) -> list[dict[str, Any]]:
@@ -63,12 +64,15 @@ def parse(response: Any, *, strict_contracts: Sequence[ToolContract] = ()) -> li
 
 
 def answer(results: Sequence[tuple[Proposal, ResultEnvelope]]) -> list[dict[str, Any]]:
-    """One ``function_call_output`` input item per call, correlated by ``call_id``."""
-    return [
-        {
-            "type": "function_call_output",
-            "call_id": proposal.call_id,
-            "output": envelope.to_model_text(),
-        }
-        for proposal, envelope in results
-    ]
+    """One ``function_call_output`` input item per call, correlated by ``call_id``; lone
+    surrogates sent as their escapes, as in `toolkeeper.adapters.openai_chat.answer`."""
+    return utf8_json(
+        [
+            {
+                "type": "function_call_output",
+                "call_id": proposal.call_id,
+                "output": envelope.to_model_text(),
+            }
+            for proposal, envelope in results
+        ]
+    )

@@ -283,7 +283,10 @@ class ToolContract(BaseModel):
         # Cached: the pipeline reads the digest several times per call, and the contract is
         # frozen, so its content cannot change under the cache.
         data = self.model_dump(mode="json", exclude=_DIGEST_EXCLUDE)
-        return "sha256:" + hashlib.sha256(canonical_json(data).encode()).hexdigest()
+        # surrogatepass: a lone surrogate in a schema (a JSON escape can hold one) still gets
+        # a digest; valid text encodes as UTF-8 either way, so no other digest changes.
+        text = canonical_json(data).encode("utf-8", "surrogatepass")
+        return "sha256:" + hashlib.sha256(text).hexdigest()
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         copied = super().model_copy(update=update, deep=deep)

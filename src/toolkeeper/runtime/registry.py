@@ -20,7 +20,6 @@ from typing import Any
 
 import jsonschema
 import jsonschema_rs
-from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from toolkeeper.contract.functions import RESULT_KEY, contract_of, returned_schema
 from toolkeeper.contract.model import ToolContract, semver_key
@@ -28,6 +27,7 @@ from toolkeeper.errors import RegistryError
 from toolkeeper.executors import Executor
 from toolkeeper.executors.inprocess import FunctionExecutor
 from toolkeeper.runtime.envelope import FieldError
+from toolkeeper.runtime.output import NoJsonForm, json_output
 from toolkeeper.validation.arguments import ArgumentValidator, compile_arguments
 
 Verifier = Callable[..., Any]
@@ -75,12 +75,11 @@ class ToolEntry:
 
     def check_output(self, value: Any) -> tuple[dict[str, Any] | None, tuple[FieldError, ...]]:
         """What the executor returned as structured content (`serialize_output`) and how it
-        breaks the output schema (`output_errors`); None when it has no JSON form."""
+        breaks the output schema (`output_errors`); None, with a ``serialization`` field
+        error, when it has no JSON form."""
         try:
             output = self.serialize_output(value)
-            # Text must be UTF-8 to reach the ledger and the client: a lone surrogate is not.
-            to_json(output)
-        except (PydanticSerializationError, ValueError, TypeError) as exc:
+        except NoJsonForm as exc:
             problem = FieldError(
                 path="",
                 code="serialization",
@@ -91,12 +90,10 @@ class ToolEntry:
         return output, self.output_errors(output)
 
     def serialize_output(self, value: Any) -> dict[str, Any]:
-        """`value` as JSON-compatible structured content: pydantic models, dataclasses,
-        enums, tuples, sets and dates become JSON values, then a non-object is wrapped in
-        ``{"result": ...}``. Raises `PydanticSerializationError` for a value with no JSON
-        form."""
-        # NaN and infinities have no JSON form; null is what JSON encoders write for them.
-        output = to_jsonable_python(value, inf_nan_mode="null")
+        """`value` as structured content: plain JSON by `json_output`'s rules (which say
+        what is converted and what refused), a non-object wrapped in ``{"result": ...}``.
+        Raises `NoJsonForm` for a value with no faithful JSON form."""
+        output = json_output(value)
         if self.wraps_result or not isinstance(output, dict):
             return {RESULT_KEY: output}
         return output

@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+from pydantic import ValidationError
 
 from toolkeeper.artifacts.store import aside_value, project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
@@ -72,8 +73,10 @@ from toolkeeper.runtime.invocation import (
     canonical_json,
 )
 from toolkeeper.runtime.limits import Breach, admit, bound_error, larger_than
+from toolkeeper.runtime.output import described
 from toolkeeper.runtime.recording import OWNER, execution_meta, provenance
 from toolkeeper.runtime.registry import ToolEntry
+from toolkeeper.schema.document import utf8_text
 from toolkeeper.secrets.providers import ResolvedSecrets
 from toolkeeper.validation.repairs import pointer_parts
 
@@ -171,7 +174,17 @@ def _redact_at(value: Any, pointers: list[list[str]]) -> Any:
 
 async def resolve(services: Services, call: Call) -> Call | Stop:
     """Model-view name → entry, among what this principal may see: a suggestion for an
-    unknown name can never leak a hidden tool."""
+    unknown name can never leak a hidden tool. A call id or name that is not valid Unicode
+    (a lone surrogate, which a JSON escape can carry) is an invalid argument: the answer
+    could not be sent back under it."""
+    for what, text in (("call id", call.proposal.call_id), ("tool name", call.proposal.tool)):
+        if isinstance(text, str) and utf8_text(text) != text:
+            call.trail.add("resolve", "invalid", reason=f"the {what} is not valid Unicode")
+            return reject(
+                ErrorCategory.INVALID_ARGUMENT,
+                f"the {what} {text!r} holds text that is not valid Unicode (a lone surrogate)",
+                f"Send the call again with a {what} of valid UTF-8 text.",
+            )
     visible = services.visible(call.principal, call.proposal.family)
     entry = visible.get(call.proposal.tool)
     if entry is None:
@@ -401,7 +414,7 @@ async def _read_versions(services: Services, call: Call) -> dict[str, str] | Sto
     except TimeoutError:
         reason = f"the resource-version reader did not answer within {timeout} s"
     except (Exception, SystemExit, GeneratorExit) as exc:  # hook code ends only the call
-        reason = f"the resource-version reader raised {type(exc).__name__}: {exc}"
+        reason = f"the resource-version reader raised {described(exc)}"
     call.trail.add("normalize", "versions_unreadable", reason=services.redactor.redact_text(reason))
     error = ToolError(
         category=ErrorCategory.UNAVAILABLE,
@@ -662,7 +675,7 @@ async def bind_credentials(services: Services, call: Call) -> Call | Stop:
         )
         return Stop(Status.FAILED, error)
     except (Exception, SystemExit) as exc:  # the broker keeps provider errors; not these
-        reason = services.redactor.redact_text(f"{type(exc).__name__}: {exc}")
+        reason = services.redactor.redact_text(described(exc))
         call.trail.add("bind_credentials", "failed", reason=reason)
         error = ToolError(
             category=ErrorCategory.UNAVAILABLE,
@@ -777,15 +790,22 @@ async def attempt(
         )
         return Outcome("timed_out", error=error, effect_committed=unknown, latency_ms=elapsed())
     except ToolFailure as failure:
-        committed = failure.effect_committed if writes else False
-        error = ToolError(
-            category=failure.category,
-            retryable=failure.retryable,
-            message=failure.message,
-            field_errors=failure.field_errors,
-            suggested_fix=failure.suggested_fix,
-            effect_committed=committed,
-        )
+        try:
+            error = ToolError(
+                category=failure.category,
+                retryable=failure.retryable,
+                message=failure.message,
+                field_errors=failure.field_errors,
+                suggested_fix=failure.suggested_fix,
+                effect_committed=failure.effect_committed if writes else False,
+            )
+        except ValidationError:  # tool code filled its failure with values of other types
+            error = ToolError(
+                category=ErrorCategory.INTERNAL,
+                message=f"{contract.id} raised a malformed ToolFailure: {described(failure)}",
+                effect_committed=unknown,
+            )
+        committed = error.effect_committed
         answer = failure.answer
         return Outcome(
             "error",
@@ -799,7 +819,7 @@ async def attempt(
         # SystemExit and GeneratorExit raised by tool code end the tool, not the caller.
         error = ToolError(
             category=ErrorCategory.INTERNAL,
-            message=f"{contract.id} raised {type(exc).__name__}: {exc}",
+            message=f"{contract.id} raised {described(exc)}",
             effect_committed=unknown,
         )
         return Outcome("error", error=error, effect_committed=unknown, latency_ms=elapsed())
@@ -1008,9 +1028,10 @@ async def read_back(
     assert entry.verifier is not None
     try:
         verified = await call_hook(entry.verifier, arguments, context, timeout=timeout)
+        # Compared inside the guard: the answer is the hook's object, its __eq__ its code.
+        return verified if verified in (True, False) else None
     except (Exception, SystemExit, GeneratorExit):  # hook code ends only the read-back
         return None
-    return verified if verified in (True, False) else None
 
 
 def _effect_state(contract: ToolContract, committed: bool | None) -> EffectState:
@@ -1055,13 +1076,25 @@ def judge(entry: ToolEntry, call_id: str, outcome: Outcome, verified: bool | Non
         return Checked(status, state, error=unrepeatable(contract, outcome.error))
     output, problems = entry.check_output(outcome.output)
     if problems:
+        # The executor returned, so a write's effect happened: the call settles as failed
+        # with its effect recorded, and a keyed repeat replays this answer.
+        committed = state is EffectState.COMMITTED
+        what = (
+            "a value with no JSON form"
+            if output is None
+            else "output that does not match its output schema"
+        )
+        effect = "; its effect did happen" if committed else ""
         error = ToolError(
             category=ErrorCategory.INTERNAL,
-            message=f"{contract.id} returned output that does not match its output schema",
+            message=f"{contract.id} returned {what}{effect}",
             field_errors=problems,
-            effect_committed=None
-            if state is EffectState.UNKNOWN
-            else state is EffectState.COMMITTED,
+            suggested_fix=(
+                "Do not repeat the call: its effect is in place; read the current state instead."
+                if committed
+                else "Tell the tool's maintainer; repeating the call will not help."
+            ),
+            effect_committed=None if state is EffectState.UNKNOWN else committed,
         )
         return Checked(Status.FAILED, state, output=output, error=error)
     observed = ObservedResult(call_id, "returned", outcome.effect_committed, verified)

@@ -6,6 +6,7 @@ canonical text every digest is computed over. One copy of each, used by every pa
     resolve({"a": [1, 2]}, "/a/1")        -> 2
     resolve_ref(schema, "#/$defs/Item")   -> the Item subschema, or None
     canonical_json({"b": 1, "a": "é"})    -> '{"a":"é","b":1}'
+    utf8_text("a\ud800")                  -> 'a\\ud800' (a lone surrogate as its escape)
 
 Hand-written rather than taken from `jsonpointer` or `referencing`: each function is a few
 lines, the validation path calls them per argument, and callers want "not there" as a value
@@ -27,6 +28,8 @@ __all__ = [
     "resolve",
     "resolve_ref",
     "unescape",
+    "utf8_json",
+    "utf8_text",
 ]
 
 _ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
@@ -90,3 +93,24 @@ def canonical_json(value: Any) -> str:
     contracts, upstream pins, stored artifacts) is computed over. Values JSON cannot hold
     are written as their `str()`."""
     return _CANONICAL(value)
+
+
+def utf8_text(text: str) -> str:
+    """`text` as UTF-8 can encode it: each lone surrogate (which JSON escapes such as
+    ``"\\ud800"`` and Python's ``surrogateescape`` produce, but UTF-8 cannot carry) written as
+    its escape ``\\ud800``, the rest unchanged."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def utf8_json(value: Any) -> Any:
+    """A JSON value with `utf8_text` applied to every string and key: what a vendor SDK or
+    a transport can encode. Lists and tuples come back as lists; other values unchanged."""
+    if isinstance(value, str):
+        return utf8_text(value)
+    if isinstance(value, dict):
+        return {utf8_json(key): utf8_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [utf8_json(item) for item in value]
+    return value

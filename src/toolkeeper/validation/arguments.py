@@ -25,7 +25,7 @@ from toolkeeper.errors import ContractError
 from toolkeeper.runtime.envelope import ErrorCategory, FieldError, ToolError
 from toolkeeper.schema.document import resolve_ref
 from toolkeeper.validation.fixes import Explanation, explain
-from toolkeeper.validation.repairs import Repair
+from toolkeeper.validation.repairs import Repair, apply_repairs
 from toolkeeper.validation.text import Unreadable, parse_arguments
 from toolkeeper.validation.violations import RichValidator, Violation, rs_violations, violations
 
@@ -85,31 +85,57 @@ class ArgumentValidator:
                 error = FieldError(
                     path="", code="json", message=instance.message, expected="object"
                 )
-                return _rejected(contract, [Explanation(error, instance.fix)])
+                return _rejected(contract, [Explanation(error, instance.fix)], ())
             if isinstance(instance, Mapping):
                 instance = dict(instance)
             else:
                 found = [Violation((), "type", "object", instance, _AN_OBJECT, "")]
-                return _rejected(
-                    contract, explain(found, instance, compiled.check, compiled.schema)
-                )
-        # The fast path, inlined: on valid input it is most of the cost of validation.
-        fast = compiled.fast
-        try:
-            verdict = fast.is_valid(instance) if fast is not None else None
-        except (ValueError, OverflowError, RecursionError):
-            verdict = None  # values jsonschema_rs cannot read (a set, a non-string key)
-        if not verdict:
-            found = compiled.violations(contract, instance, rs_rejected=verdict is False)
-            if found:
-                return _rejected(
-                    contract, explain(found, instance, compiled.check, compiled.schema)
-                )
+                return self._refuse(instance, found)
+        found = compiled.judge(contract, instance)
+        if found:
+            return self._refuse(instance, found)
         plan, flat = compiled.defaults, compiled.flat_defaults
         if plan is not None:
             return _accepted(_apply_defaults(instance, plan))
         # Defaults fill absent keys only, after the caller's keys, in one C-level merge.
         return _accepted({**instance, **flat, **instance} if flat else dict(instance))
+
+    def _refuse(self, instance: Any, found: list[Violation]) -> ValidationResult:
+        compiled = self._compiled
+        explanations = explain(found, instance, compiled.check, compiled.schema)
+        repairs = self._harmless(instance, found, explanations)
+        return _rejected(self.contract, explanations, repairs)
+
+    def _harmless(
+        self, instance: Any, found: list[Violation], explanations: list[Explanation]
+    ) -> tuple[Repair, ...]:
+        """The explanations' repairs that, applied together, leave no violation the
+        arguments did not already have: a repair never trades one error for another.
+
+        Each repair was checked against its own field's schema, but a value can still break
+        a rule that field shares with others (`allOf` branches, `oneOf` at the parent,
+        `dependentRequired`, `uniqueItems`). All repairs are tried at once; if that adds a
+        violation, each explanation's repairs (a rename's move and its value go together)
+        are kept only while they add none, in order, for at most `_MAX_REPAIR_TRIALS`.
+        """
+        before = {(v.path, v.code) for v in found}
+
+        def harmless(repairs: list[Repair]) -> bool:
+            repaired = apply_repairs(instance, repairs)
+            if not isinstance(repaired, dict):  # arguments are an object, whatever the schema
+                return False
+            after = self._compiled.judge(self.contract, repaired)
+            return all((v.path, v.code) in before for v in after)
+
+        units = [list(e.repairs) for e in explanations if e.repairs]
+        everything = [repair for unit in units for repair in unit]
+        if not everything or harmless(everything):
+            return tuple(everything)
+        kept: list[Repair] = []
+        for unit in units[:_MAX_REPAIR_TRIALS]:
+            if harmless([*kept, *unit]):
+                kept.extend(unit)
+        return tuple(kept)
 
 
 _AN_OBJECT: Final = {"type": "object"}
@@ -132,7 +158,13 @@ def _accepted(arguments: dict[str, Any]) -> ValidationResult:
     return result
 
 
-def _rejected(contract: ToolContract, explanations: list[Explanation]) -> ValidationResult:
+_MAX_REPAIR_TRIALS: Final = 32
+"""Explanations whose repairs are tried one by one when all of them together do harm."""
+
+
+def _rejected(
+    contract: ToolContract, explanations: list[Explanation], repairs: tuple[Repair, ...]
+) -> ValidationResult:
     def label(e: Explanation) -> str:
         return e.field_error.path or "(arguments)"
 
@@ -147,7 +179,6 @@ def _rejected(contract: ToolContract, explanations: list[Explanation]) -> Valida
         suggested_fix="; ".join(f"{label(e)}: {e.fix}" for e in explanations),
         effect_committed=False,
     )
-    repairs = tuple(r for e in explanations for r in e.repairs)
     return ValidationResult(False, None, error, repairs)
 
 
@@ -195,6 +226,17 @@ class _Compiled:
             # The libraries disagree on this value; jsonschema_rs decided, so it explains.
             found = rs_violations(self.fast, instance, self.schema)
         return found
+
+    def judge(self, contract: ToolContract, instance: dict[str, Any]) -> list[Violation]:
+        """Every violation of `instance`; none when it is valid. On valid input the compiled
+        verdict is most of the cost of validation, and the rich path never runs."""
+        try:
+            verdict = self.fast.is_valid(instance) if self.fast is not None else None
+        except (ValueError, OverflowError, RecursionError):
+            verdict = None  # values jsonschema_rs cannot read (a set, a non-string key)
+        if verdict:
+            return []
+        return self.violations(contract, instance, rs_rejected=verdict is False)
 
     def check(self, schema: Any, value: Any) -> bool:
         """Does `value` satisfy `schema`, a subschema of this contract's (refs resolved)?"""

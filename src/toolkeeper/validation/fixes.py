@@ -193,6 +193,8 @@ def _format(x: _Context, v: Violation, _: _Renames) -> _Parts:
 
 
 def _unknown(x: _Context, v: Violation, renames: _Renames) -> _Parts:
+    if not v.path:  # a keyword about properties that named none of them
+        return _refused(x, v, renames)
     name = str(v.path[-1])
     target = renames.get(v.path)
     if target is None:
@@ -213,6 +215,8 @@ def _unknown(x: _Context, v: Violation, renames: _Renames) -> _Parts:
 
 
 def _missing(x: _Context, v: Violation, renames: _Renames) -> _Parts:
+    if not v.path:  # a keyword about properties that named none of them
+        return _refused(x, v, renames)
     name = str(v.path[-1])
     properties = v.schema.get("properties", {}) if isinstance(v.schema, dict) else {}
     schema = properties.get(name, True)
@@ -283,7 +287,8 @@ def _contains(x: _Context, v: Violation, _: _Renames) -> _Parts:
 
 
 def _refused(x: _Context, v: Violation, _: _Renames) -> _Parts:
-    if v.code == "one_of":
+    branches = v.keyword_value if v.code == "one_of" and isinstance(v.keyword_value, list) else []
+    if sum(x.check(branch, v.value) for branch in branches) > 1:
         message = "matches more than one of the alternatives"
         return message, None, "send a value that matches exactly one alternative", []
     message = f"{show(v.value)} is not allowed here"

@@ -92,11 +92,15 @@ def _rs_keyword(keyword: str, value: str | float) -> jsonschema_rs.Validator | N
 
 
 def _pattern_matches(pattern: str, text: str) -> bool:
-    """Regex search with jsonschema_rs's (ECMA-262) semantics, Python's `re` if it refuses."""
+    """Regex search with jsonschema_rs's (ECMA-262) semantics, Python's `re` where it
+    refuses the pattern or the text."""
     validator = _rs_keyword("pattern", pattern)
-    if validator is None:
-        return re.search(pattern, text) is not None
-    return validator.is_valid(text)
+    if validator is not None:
+        try:
+            return validator.is_valid(text)
+        except ValueError:  # text jsonschema_rs cannot take (a lone surrogate)
+            pass
+    return re.search(pattern, text) is not None
 
 
 def _format_conforms(fmt: str, instance: Any) -> bool:
@@ -256,8 +260,9 @@ def _property_violation(root: Any, parent: Path, name: str, schema: Any, message
 
 
 def _unexpected_names(message: str, container: Mapping[str, Any]) -> list[str]:
-    # jsonschema lists unevaluated properties as reprs: "('a', 'b' were unexpected)".
-    match = re.search(r"\((.*) (?:was|were) unexpected\)$", message)
+    # jsonschema lists unevaluated properties as reprs: "('a', 'b' were unexpected)", or
+    # "('a' was unevaluated and invalid)" when `unevaluatedProperties` is a schema.
+    match = re.search(r"\((.*) (?:was|were) (?:unexpected|unevaluated and invalid)\)$", message)
     if match is None:
         return []
     try:
@@ -271,14 +276,19 @@ def _best_branch(error: ValidationError, root: Any) -> list[Violation]:
     """Explain a failed `anyOf`/`oneOf` by the branch the value most nearly matches.
 
     Branches whose type does not fit the value are set aside; if none fits, one `type`
-    violation lists every accepted type. If the fitting branches fail only on `const` or
+    violation lists every accepted type (or, when no branch names one, the keyword itself
+    refuses the value: `anyOf: [false]`). If the fitting branches fail only on `const` or
     `enum`, their values merge into one `enum` violation. Otherwise the fitting branch with
     the fewest errors speaks for the whole keyword.
     """
     branches: dict[int, list[ValidationError]] = {}
     for sub in error.context:
-        branches.setdefault(int(sub.relative_schema_path[0]), []).append(sub)
+        # A `false` branch's error has no schema path (jsonschema's `descend` drops it for
+        # boolean schemas). Such a branch accepts nothing: it never fits and names no type.
+        if sub.relative_schema_path:
+            branches.setdefault(int(sub.relative_schema_path[0]), []).append(sub)
     path: Path = tuple(error.absolute_path)
+    code = CODES[str(error.validator)]
     fitting = [
         errors
         for errors in branches.values()
@@ -291,6 +301,12 @@ def _best_branch(error: ValidationError, root: Any) -> list[Violation]:
                 if e.validator == "type" and not e.relative_path:
                     value = e.validator_value
                     types.extend(t for t in _as_list(value) if t not in types)
+        if not types:  # only `false` branches, or none that says what type it wants
+            return [
+                Violation(
+                    path, code, error.validator_value, error.instance, error.schema, error.message
+                )
+            ]
         return [Violation(path, "type", types, error.instance, error.schema, error.message)]
     choices = _merged_choices(fitting)
     if choices is not None:
