@@ -407,3 +407,53 @@ def test_a_secret_provider_ending_itself_fails_only_the_call(
     assert envelope.error.category is ErrorCategory.UNAVAILABLE
     assert len(harness.ledger.query()) == 1
     harness.close()
+
+
+@pytest.mark.parametrize(
+    ("broken", "status", "effect_state", "runs"),
+    [
+        ("authorize", Status.FAILED, "none", 0),
+        ("project", Status.EFFECT_UNKNOWN, "unknown", 1),
+    ],
+)
+def test_a_stage_that_raises_still_ends_the_call_recorded(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    broken: str,
+    status: Status,
+    effect_state: str,
+    runs: int,
+) -> None:
+    """Defect: an exception from a stage (a bug of ours, not a decision) escaped `invoke` as
+    a traceback — through the gateway, JSON-RPC -32603 — and a write's intent stayed in
+    flight until a restart recovered it. Now it is a categorized answer and a final row:
+    before the effect, nothing ran; after it, the effect is unknown, never retryable."""
+    from toolkeeper.runtime import pipeline
+
+    def explode(*_: Any) -> Any:
+        raise RuntimeError("a defect")
+
+    explode.__name__ = broken
+    monkeypatch.setattr(
+        pipeline,
+        "STAGES",
+        tuple(explode if s.__name__ == broken else s for s in pipeline.STAGES),
+    )
+    harness = open_harness(tmp_path)
+    effects: list[str] = []
+
+    @tool(id="publish", version="1.0.0", side_effect="reversible", idempotency="natural")
+    def publish(text: str) -> dict[str, str]:
+        """Publish a text."""
+        effects.append(text)
+        return {"published": text}
+
+    harness.register(publish)
+    answer = harness.invoke_sync(Proposal("c1", "publish", {"text": "t"}), principal=ALICE)
+    assert answer.status is status
+    assert answer.error is not None and answer.error.retryable is False
+    assert len(effects) == runs
+    harness.flush()
+    (row,) = harness.ledger.query()
+    assert row.state is RecordState.COMPLETED and row.effect_state == effect_state
+    harness.close()

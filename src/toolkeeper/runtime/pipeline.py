@@ -45,7 +45,10 @@ async def run(services: Services, call: Call, *, start: str = "resolve") -> Resu
         stop = None
         for stage in steps:
             name = stage.__name__
-            step = await stage(services, call)
+            try:
+                step = await stage(services, call)
+            except Exception as exc:  # a defect, not a decision: the call still ends recorded
+                step = stages.fault(services, call, name, exc)
             if isinstance(step, Stop):
                 stop = step
                 break

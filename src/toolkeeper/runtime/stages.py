@@ -943,6 +943,42 @@ def _settled(envelope: ResultEnvelope) -> Stop:
     return Stop(envelope.status, error, envelope=envelope, settled=True)
 
 
+def fault(services: Services, call: Call, stage: str, exc: Exception) -> Stop:
+    """The end of a call whose `stage` raised — a defect of toolkeeper's or of a hook it
+    calls, never an answer a stage chose. The call still ends with a record and a
+    categorized error: a write whose intent is written may have taken effect, so its effect
+    is unknown (and reconciliation may settle it); anything earlier ran nothing."""
+    if isinstance(exc, LedgerError):
+        return _unrecorded(services, call, stage, exc, f"the {stage} stage's work")
+    logger.error(
+        "%s: the %s stage failed: %s",
+        call.request_id,
+        stage,
+        services.redactor.redact_text(described(exc)),
+        exc_info=exc,
+    )
+    call.trail.add(stage, "fault", error=type(exc).__name__)
+    writes = call.entry is not None and not call.entry.contract.is_read_only
+    if call.holds_key and writes:
+        error = ToolError(
+            category=ErrorCategory.EFFECT_UNKNOWN,
+            retryable=False,
+            message=f"toolkeeper failed in its {stage} stage after the call was dispatched; "
+            "whether its effect happened is unknown",
+            suggested_fix="Do not repeat the call: check its target, or ask an operator to "
+            "reconcile it (toolkeeper ledger reconcile).",
+            effect_committed=None,
+        )
+        return Stop(Status.EFFECT_UNKNOWN, error, EffectState.UNKNOWN)
+    error = ToolError(
+        category=ErrorCategory.INTERNAL,
+        message=f"toolkeeper failed in its {stage} stage; nothing ran",
+        suggested_fix="Tell the operator; the gateway's log has the details.",
+        effect_committed=False,
+    )
+    return Stop(Status.FAILED, error)
+
+
 def record_cancelled(services: Services, call: Call, stage: str) -> None:
     """Write the row of a call whose caller was cancelled in `stage`, at once
     (synchronously: the task is unwinding). Its effect is unknown once a write was
