@@ -154,7 +154,7 @@ def test_stdio_answers_every_malformed_line_and_keeps_serving(tmp_path: Path) ->
 
         unknown = wire.send(json.dumps(lookup_call(7, name="\ud800")).encode())
         assert unknown["id"] == 7
-        assert tool_error(unknown)["category"] == "unknown_tool"
+        assert tool_error(unknown)["category"] == "invalid_argument"  # no tool name holds one
 
         odd = wire.send(json.dumps(lookup_call(8, item="a\ud800")).encode())
         assert tool_error(odd)["category"] == "invalid_argument"
@@ -275,7 +275,7 @@ def test_http_carries_lone_surrogates_in_ids_and_names(served: Gateway) -> None:
 
     status, answer = post(served.url, json.dumps(lookup_call(3, name="x\ud800")), headers)
     assert (status, answer["id"]) == (200, 3)
-    assert tool_error(answer)["category"] == "unknown_tool"
+    assert tool_error(answer)["category"] == "invalid_argument"  # no tool name holds one
 
     status, answer = post(served.url, json.dumps(lookup_call(4, item="\udfff")), headers)
     assert tool_error(answer)["category"] == "invalid_argument"
