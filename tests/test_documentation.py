@@ -4,7 +4,7 @@ the code they describe.
 - ```python blocks run in order, one namespace per file, in a temporary working directory
   (with `examples/` and `tests/` linked in, since the docs point at shipped files). A block that
   needs a network server or a real vendor key is preceded by `<!-- not run: REASON -->`;
-  the reason is required.
+  the reason is required, and the block must still compile.
 - ```sh, ```bash and ```console blocks: every `toolkeeper ...` line must parse with the
   CLI's own argparse parser (nothing is executed: some of them start servers).
 - ```toml blocks (all but contract files) load with the gateway's configuration loader.
@@ -87,9 +87,11 @@ def test_python_blocks_run(
     namespace: dict[str, object] = {"__name__": f"docs_{path.stem}"}
     for block in blocks(path):
         _write_named_file(block, tmp_path)
-        if block.language != "python" or block.not_run is not None:
+        if block.language != "python":
             continue
-        code = compile(block.text, f"{path.name}:{block.line}", "exec")
+        code = compile(block.text, f"{path.name}:{block.line}", "exec")  # not-run ones too
+        if block.not_run is not None:
+            continue
         try:
             exec(code, namespace)  # the docs are ours; running them is the point
         except Exception as exc:
