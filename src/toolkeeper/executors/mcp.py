@@ -63,6 +63,9 @@ _INPUT_REQUESTS = {
 }
 """What an upstream may ask its client for mid-call, with the method it asks by and the
 SDK's refusal text, which an upstream echoes when the refusal ends its tool."""
+_SESSION_GONE = ("session not found", "session terminated", "no valid session")
+"""How servers word their refusal of a session they no longer have: the SDK server's 404
+body, the SDK client's stand-in for a bare 404, the TypeScript SDK's 400."""
 _DEFINITION_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 """What the MCP importer reads of a listed tool; the rest (``_meta``, ``icons``...) is not
 the contract's."""
@@ -90,13 +93,28 @@ class McpUpstream(Protocol):
 
 
 class McpExecutor:
-    """Runs one tool of an MCP server, and only under a grant `grants` vouches for."""
+    """Runs one tool of an MCP server, and only under a grant `grants` vouches for.
 
-    def __init__(self, upstream: McpUpstream, tool: str, *, grants: GrantAuthority) -> None:
+    When the call finds the link dead — the server answered that it no longer knows the
+    session (it restarted: HTTP 404 "Session not found"), or the connection closed — it tells
+    the upstream, which replaces the session, and sends the call once more on the new one,
+    but only when that is safe: the server refused the request unread, or the tool is
+    `repeatable` (read-only or idempotent). A write whose request may have run is never sent
+    twice; its answer says the effect is unknown."""
+
+    def __init__(
+        self,
+        upstream: McpUpstream,
+        tool: str,
+        *,
+        grants: GrantAuthority,
+        repeatable: bool = False,
+    ) -> None:
         self.source = f"mcp:{upstream.name}"
         self.tool = tool
         self._upstream = upstream
         self._grants = grants
+        self._repeatable = repeatable
 
     def __repr__(self) -> str:
         return f"McpExecutor({self._upstream.name!r}, {self.tool!r})"
@@ -114,6 +132,25 @@ class McpExecutor:
                 suggested_fix="Do not retry; this call is not authorized as proposed.",
             )
         session = await self._upstream.session(self.tool)
+        try:
+            return await self._call(session, arguments)
+        except _LinkLost as lost:
+            if lost.effect_committed is not False and not self._repeatable:
+                raise
+            first = lost
+        try:
+            session = await self._upstream.session(self.tool)
+        except ToolFailure as failure:
+            raise ToolFailure(
+                f"{first.message}; a new session could not be opened: {failure.message}",
+                category=ErrorCategory.UNAVAILABLE,
+                retryable=True,
+                effect_committed=first.effect_committed,
+            ) from failure
+        return await self._call(session, arguments)
+
+    async def _call(self, session: ClientSession, arguments: dict[str, Any]) -> Any:
+        """One ``tools/call`` on `session`, every outcome translated."""
         try:
             # The session, not Client.call_tool: the latter re-lists and resends on a schema
             # mismatch, which would run a definition nobody approved.
@@ -133,10 +170,8 @@ class McpExecutor:
             ) from exc
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             self._upstream.lost()
-            raise ToolFailure(
+            raise _LinkLost(
                 f"the connection to MCP server {self._upstream.name!r} failed: {exc}",
-                category=ErrorCategory.UNAVAILABLE,
-                retryable=True,
                 effect_committed=None,
             ) from exc
         if isinstance(result, types.InputRequiredResult):
@@ -148,6 +183,19 @@ class McpExecutor:
         if result.is_error:
             raise _tool_error(self._upstream.name, self.tool, result)
         return _output(result)
+
+
+class _LinkLost(ToolFailure):
+    """The call found its session dead; `effect_committed` is False when the server refused
+    the request unread (a session it no longer knows), None when it may have run."""
+
+    def __init__(self, message: str, *, effect_committed: bool | None) -> None:
+        super().__init__(
+            message,
+            category=ErrorCategory.UNAVAILABLE,
+            retryable=True,
+            effect_committed=effect_committed,
+        )
 
 
 class McpConnection:
@@ -370,6 +418,15 @@ def _protocol_failure(upstream: McpUpstream, tool: str, exc: MCPError) -> ToolFa
     """A JSON-RPC error is not the tool's answer: the call may never have run (a rejected
     request) or its effect is unknown (the connection died while it ran)."""
     where = f"MCP server {upstream.name!r}: {exc.error.message}"
+    if any(marker in exc.error.message.lower() for marker in _SESSION_GONE):
+        # The spec's answer to a request on a session the server no longer has (HTTP 404
+        # after a restart); the request was refused before it ran.
+        upstream.lost()
+        return _LinkLost(
+            f"MCP server {upstream.name!r} no longer knows the gateway's session (it answered "
+            f"{exc.error.message!r}: it restarted or expired the session)",
+            effect_committed=False,
+        )
     asked = _asked_for_input(exc)
     if asked is not None:
         kinds, before_running = asked
@@ -377,12 +434,7 @@ def _protocol_failure(upstream: McpUpstream, tool: str, exc: MCPError) -> ToolFa
         return _input_refused(upstream.name, tool, kinds, said, False if before_running else None)
     if exc.error.code == types.CONNECTION_CLOSED:
         upstream.lost()
-        return ToolFailure(
-            f"lost the connection to {where}",
-            category=ErrorCategory.UNAVAILABLE,
-            retryable=True,
-            effect_committed=None,
-        )
+        return _LinkLost(f"lost the connection to {where}", effect_committed=None)
     if exc.error.code == types.REQUEST_TIMEOUT:
         return ToolFailure(
             where, category=ErrorCategory.TIMEOUT, retryable=True, effect_committed=None

@@ -2,15 +2,27 @@
 
 `UpstreamLink` is owned by a supervisor task: it connects with the official SDK client (stdio
 or Streamable HTTP), lists the tools, re-lists on ``notifications/tools/list_changed`` (or a
-2026-07-28 ``subscriptions/listen`` event) and on reconnect, and reconnects when a call finds
-the connection gone. It is the `McpUpstream` of the gateway's `McpExecutor`s (executors/mcp.py,
-which checks grants and maps every outcome): it hands out its session only for tools served
-under an approved pin, and a call to a tool withheld since it was served is refused
-(``stale``) or, when the upstream cannot be reached, ``unavailable`` — before anything is sent.
+2026-07-28 ``subscriptions/listen`` event) and on reconnect, and heals: a session that ends —
+a stdio server that exited, an HTTP server that restarted and no longer knows the session, a
+failed health check, a call that found the connection gone — is replaced by a new one (a
+respawned process, a new ``initialize``), at once after a long-lived session and with
+exponential backoff while the server keeps failing. Nobody waits for it: the gateway serves
+at once, and the upstream's tools join when its first listing arrives.
+
+It is the `McpUpstream` of the gateway's `McpExecutor`s (executors/mcp.py, which checks grants
+and maps every outcome): it hands out its session only for tools served under an approved
+pin, and a call to a tool withheld since it was served is refused (``stale``) or, when the
+upstream cannot be reached, ``unavailable`` — before anything is sent.
+
+A stdio server is started through `tether` on Linux, so it dies with the gateway even when
+the gateway is killed outright.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -18,13 +30,26 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
-from mcp import Client, ClientSession, types
+from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.subscriptions import ListenNotSupportedError
 
 from toolkeeper.executors import ToolFailure
 from toolkeeper.executors.mcp import describe, list_tools, mcp_client
+from toolkeeper.gateway.upstreams import tether
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.runtime.envelope import ErrorCategory
+
+logger = logging.getLogger(__name__)
+
+HEALTH_CHECK_SECONDS = 5.0
+"""How often an idle link pings its upstream: a stdio server that exited, or an HTTP server
+that restarted (and answers 404 for the old session), is found and replaced before a call
+has to find it."""
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 30.0
+"""Seconds before reconnecting after a session that failed or lived less than `BACKOFF_MAX`
+seconds: doubling from `BACKOFF_FIRST` while the upstream keeps failing, so a crash-looping
+server is not respawned in a tight loop."""
 
 
 class UpstreamLink:
@@ -49,8 +74,8 @@ class UpstreamLink:
         self._on_listing = on_listing
         self._served: dict[str, str] = {}  # tool name → pin hash it is served under
         self._lost = anyio.Event()  # set: end the current session
-        self._wake = anyio.Event()  # set: start a new session (or stop, when closing)
         self._changed = anyio.Event()  # fired whenever a session starts or ends
+        self._failures = 0  # sessions in a row that failed or ended young
         self._first_attempt = anyio.Event()
         self._relist = anyio.Event()
         self._reconnecting = anyio.Lock()
@@ -65,7 +90,6 @@ class UpstreamLink:
     def close(self) -> None:
         self._closing = True
         self._lost.set()
-        self._wake.set()
 
     async def refresh(self) -> None:
         if self.client is not None:
@@ -78,16 +102,23 @@ class UpstreamLink:
         await self._first_attempt.wait()
 
     async def supervise(self) -> None:
-        """Keep a session until closed: connect, serve until the connection is lost, then
-        wait for the next call to ask for a reconnect."""
+        """Keep a session until closed: connect, serve until the session ends, then connect
+        again — at once after a session that lived long, else after a growing pause."""
         while not self._closing:
             self._lost = anyio.Event()
+            started = anyio.current_time()
             await self._run_session()
             self._fire_changed()
             if self._closing:
                 return
-            await self._wake.wait()
-            self._wake = anyio.Event()
+            young = anyio.current_time() - started < BACKOFF_MAX
+            self._failures = self._failures + 1 if young else 0
+            pause = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self._failures - 1))
+            if self._failures:
+                logger.warning(
+                    "upstream %s: %s; connecting again in %.1f s", self.name, self.error, pause
+                )
+                await anyio.sleep(pause)
 
     async def _run_session(self) -> None:
         try:
@@ -99,14 +130,29 @@ class UpstreamLink:
                     watchers.start_soon(self._relist_on_request, client)
                     await self._list_and_report(client)
                     self.client, self.error = client, None
+                    logger.info("upstream %s connected", self.name)
                     self._fire_changed()
+                    watchers.start_soon(self._check_health, client)
                     await self._lost.wait()
                     watchers.cancel_scope.cancel()
         except Exception as exc:  # a dead upstream is reported, never fatal to the gateway
             log = f"; the server's stderr is in {self._log}" if self._log.exists() else ""
             self.error = describe(exc) + log
+            if self.listing is None:
+                self._on_listing(self)  # the federation names it unreachable
         finally:
             self.client = None
+
+    async def _check_health(self, client: Client) -> None:
+        while True:
+            await anyio.sleep(HEALTH_CHECK_SECONDS)
+            try:
+                with anyio.fail_after(self.config.timeout):
+                    await client.send_ping()
+            except Exception as exc:
+                self.error = f"the health check failed: {describe(exc)}"
+                self.lost()
+                return
 
     def _client(self, stack: AsyncExitStack) -> Client:
         options: dict[str, Any] = {
@@ -119,7 +165,7 @@ class UpstreamLink:
             return mcp_client(stack, url=url, headers=headers, **options)
         self._log.parent.mkdir(parents=True, exist_ok=True)
         errlog = stack.enter_context(self._log.open("a", encoding="utf-8"))
-        stdio = self.config.stdio_parameters(self.name)
+        stdio = _tethered(self.config.stdio_parameters(self.name))
         return mcp_client(stack, stdio=stdio, errlog=errlog, **options)
 
     async def _list_and_report(self, client: Client) -> None:
@@ -169,7 +215,7 @@ class UpstreamLink:
         session = _session_of(client)
         if session is None:
             raise ToolFailure(
-                f"upstream {self.name!r} is unreachable: {self.error}",
+                f"upstream {self.name!r} is unreachable ({self._state()}): {self.error}",
                 category=ErrorCategory.UNAVAILABLE,
                 retryable=True,
                 effect_committed=False,
@@ -188,26 +234,40 @@ class UpstreamLink:
         return session
 
     def lost(self) -> None:
-        """The session is dead: stop handing it out and let the supervisor end it."""
+        """The session is dead: stop handing it out and let the supervisor replace it."""
         self.client = None
+        self.error = self.error or "a call found the connection gone"
         self._lost.set()
 
     def changed(self) -> None:
         self._relist.set()
 
     async def _reconnect(self) -> Client | None:
+        """The next session, waiting at most the connect timeout for the supervisor."""
         async with self._reconnecting:
             with anyio.move_on_after(self.config.timeout):
                 while self.client is None and not self._closing:
-                    changed = self._changed
-                    self._wake.set()
-                    await changed.wait()
+                    await self._changed.wait()
         return self.client
+
+    def _state(self) -> str:
+        if self._failures:
+            return f"{self._failures} failed attempt(s) in a row, reconnecting with backoff"
+        return "reconnecting"
 
     def _fire_changed(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
         self._first_attempt.set()
+
+
+def _tethered(params: StdioServerParameters) -> StdioServerParameters:
+    """`params` started through `tether` on Linux (elsewhere unchanged: the SDK's own process
+    group still ends the server when the gateway closes the link)."""
+    if not sys.platform.startswith("linux"):
+        return params
+    args = ["-I", str(Path(tether.__file__)), str(os.getpid()), params.command, *params.args]
+    return params.model_copy(update={"command": sys.executable, "args": args})
 
 
 def _session_of(client: Client | None) -> ClientSession | None:
