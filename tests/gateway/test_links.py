@@ -28,6 +28,7 @@ from toolkeeper.gateway.config.settings import load_config
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams, survey_upstreams
 from toolkeeper.gateway.upstreams.pins import PinStore
+from toolkeeper.ledger.sqlite import SQLiteLedger
 from toolkeeper.policy import CedarPolicyEngine
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.runtime.harness import Harness
@@ -187,8 +188,10 @@ async def test_a_stdio_upstream_that_dies_is_respawned_without_a_call(tmp_path: 
 # -- start-up never waits; processes die with the gateway ---------------------------------------
 
 
-def write_config(directory: Path, upstreams: Mapping[str, Mapping[str, Any]]) -> Path:
-    (directory / "policy.cedar").write_text(PERMIT_ALL)
+def write_config(
+    directory: Path, upstreams: Mapping[str, Mapping[str, Any]], policy: str = PERMIT_ALL
+) -> Path:
+    (directory / "policy.cedar").write_text(policy)
     config = directory / "gateway.json"
     gateway = {
         "home": str(directory / "home"),
@@ -218,8 +221,8 @@ def upstream_entry(namespace: str, **env: str) -> dict[str, Any]:
         "args": [str(SERVER)],
         "namespace": namespace,
         "env": env,
-        # Vouched read-only, so the default policy needs no approval for it.
-        "tools": {"pid": {"side_effect": "none"}},
+        # Vouched read-only, so the default policy needs no approval for them.
+        "tools": {name: {"side_effect": "none"} for name in ("pid", "work", "ask", "sample")},
     }
 
 
@@ -317,3 +320,150 @@ def test_upstreams_list_fails_for_an_unreachable_upstream(
     assert "unreachable gone" in capsys.readouterr().out
     assert main(["upstreams", "list", str(config), "--format", "json"]) == 1
     assert "gone" in json.loads(capsys.readouterr().out)["errors"]
+
+
+# -- notifications and requests flow, governed -------------------------------------------------
+
+INVOKE_ONLY = """
+@id("tests.invoke")
+permit (principal, action == Toolkeeper::Action::"invoke", resource);
+"""
+NO_SAMPLING = (
+    INVOKE_ONLY
+    + """
+@id("tests.no_sampling")
+forbid (principal, action == Toolkeeper::Action::"sample", resource)
+when { resource.id like "up.*" };
+"""
+)
+
+
+UPSTREAM_ERAS = pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
+"""The protocol era between the gateway and the upstream (the client speaks 2025)."""
+
+
+class Answering:
+    """An SDK client's side of the calls: what it heard and what it was asked."""
+
+    def __init__(self) -> None:
+        self.progress: list[tuple[float, float | None, str | None]] = []
+        self.logs: list[Any] = []
+        self.asked: list[str] = []
+
+    async def on_progress(self, value: float, total: float | None, message: str | None) -> None:
+        self.progress.append((value, total, message))
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(params.data)
+
+    async def on_elicit(
+        self, _ctx: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        self.asked.append(f"elicit: {params.message}")
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def on_sample(
+        self, _ctx: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        self.asked.append("sample")
+        content = types.TextContent(type="text", text="banana")
+        return types.CreateMessageResult(role="assistant", content=content, model="test")
+
+
+@asynccontextmanager
+async def gateway_client(
+    tmp_path: Path, policy: str, answering: Answering, *, era: str, capable: bool = True
+) -> AsyncIterator[Client]:
+    """A 2025 client of `toolkeeper serve` over stdio, fronting the link server in `era`."""
+    env = {"LINK_ERA": "legacy"} if era == "legacy" else {}
+    config = write_config(tmp_path, {"up": upstream_entry("up.", **env)}, policy)
+    await approve_everything(config)
+    parameters = StdioServerParameters(
+        command=sys.executable, args=serve_command(config)[1:], env=environment()
+    )
+    callbacks: dict[str, Any] = {"logging_callback": answering.on_log}
+    if capable:
+        callbacks |= {
+            "elicitation_callback": answering.on_elicit,
+            "sampling_callback": answering.on_sample,
+        }
+    async with Client(parameters, mode="legacy", **callbacks) as client:
+        with anyio.fail_after(30):
+            while "up.ask" not in {t.name for t in (await client.list_tools()).tools}:
+                await anyio.sleep(0.1)
+        yield client
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return json.dumps(result.model_dump(mode="json"))
+
+
+def trail_of(home: Path, tool: str) -> list[str]:
+    """The ledger events of the last call of `tool`."""
+    ledger = SQLiteLedger(home / "ledger.db")
+    try:
+        (last, *_) = ledger.query(tool=tool)
+        return [event.kind for event in ledger.events(last.request_id)]
+    finally:
+        ledger.close()
+
+
+@UPSTREAM_ERAS
+async def test_progress_and_log_messages_reach_the_calling_client(tmp_path: Path, era: str) -> None:
+    """Defect: an upstream's progress and log notifications were dropped by the gateway."""
+    answering = Answering()
+    async with gateway_client(tmp_path, INVOKE_ONLY, answering, era=era) as client:
+        result = await client.call_tool(
+            "up.work", {"steps": 3}, progress_callback=answering.on_progress
+        )
+        assert not result.is_error, result
+    assert answering.progress == [(float(n), 3.0, f"step {n}") for n in (1, 2, 3)]
+    assert answering.logs == [f"did step {n}" for n in (1, 2, 3)]
+
+
+@UPSTREAM_ERAS
+async def test_elicitation_and_sampling_reach_the_calling_client_and_are_recorded(
+    tmp_path: Path,
+    era: str,
+) -> None:
+    """Defect: an upstream asking its client for input or a completion failed as
+    ``unavailable``. The shipped policy lets a tool ask the principal whose call it runs."""
+    answering = Answering()
+    async with gateway_client(tmp_path, INVOKE_ONLY, answering, era=era) as client:
+        asked = await client.call_tool("up.ask", {})
+        sampled = await client.call_tool("up.sample", {})
+    assert "accept: Ada" in text_of(asked), asked
+    assert "banana" in text_of(sampled), sampled
+    assert answering.asked == ["elicit: What is your name?", "sample"]
+    home = tmp_path / "home"
+    assert {"elicitation_forwarded", "elicitation_answered"} <= set(trail_of(home, "up.ask"))
+    assert {"sampling_forwarded", "sampling_answered"} <= set(trail_of(home, "up.sample"))
+
+
+@UPSTREAM_ERAS
+async def test_a_request_policy_forbids_or_the_client_cannot_answer_is_refused_clearly(
+    tmp_path: Path,
+    era: str,
+) -> None:
+    answering = Answering()
+    async with gateway_client(tmp_path, NO_SAMPLING, answering, era=era) as client:
+        refused = await client.call_tool("up.sample", {})
+        asked = await client.call_tool("up.ask", {})
+    assert answering.asked == ["elicit: What is your name?"]  # the sampling never reached it
+    assert refused.is_error
+    error = holding(refused.structured_content, "category")
+    assert (error["category"], error["retryable"]) == ("unavailable", False)
+    assert "sampling" in error["message"] and "policy" in error["message"]
+    assert "accept: Ada" in text_of(asked)
+    assert "sampling_refused" in trail_of(tmp_path / "home", "up.sample")
+
+
+@UPSTREAM_ERAS
+async def test_a_client_without_the_capability_is_never_asked(tmp_path: Path, era: str) -> None:
+    answering = Answering()
+    async with gateway_client(tmp_path, INVOKE_ONLY, answering, era=era, capable=False) as client:
+        refused = await client.call_tool("up.ask", {})
+    assert refused.is_error
+    error = holding(refused.structured_content, "category")
+    assert (error["category"], error["retryable"]) == ("unavailable", False)
+    assert "did not declare the elicitation capability" in error["message"]

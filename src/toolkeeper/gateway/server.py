@@ -52,6 +52,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ApprovalError, LedgerError
+from toolkeeper.gateway.peer import ClientPeer
 from toolkeeper.gateway.results import (
     RESUME_TOOL,
     advertised_output_schema,
@@ -346,7 +347,10 @@ class GatewayServer:
                     idempotency_key=key,
                 )
                 envelope = await self.harness.invoke(
-                    proposal, principal=principal, session=self._session_of(ctx)
+                    proposal,
+                    principal=principal,
+                    session=self._session_of(ctx),
+                    peer=ClientPeer(ctx),
                 )
         except LedgerError as exc:
             # The pipeline answers every ledger fault it meets from the intent on; one that

@@ -4,6 +4,8 @@ notifications and requests to the client), driven by its environment.
     LINK_DELAY   seconds to wait before serving (a slow upstream)
     LINK_CHILD   "1": start a grandchild that sleeps and never reads stdin (it must still die
                  with the gateway)
+    LINK_ERA     "legacy" serves only the 2025-11-25 handshake loop (requests to the client
+                 are sent mid-call); otherwise both eras (2026: answered input_required)
 
 Run with ``--http PORT`` to serve Streamable HTTP on 127.0.0.1 instead of stdio.
 """
@@ -14,9 +16,15 @@ import os
 import subprocess
 import sys
 import time
+from typing import Annotated
 
+import anyio
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import SamplingMessage, TextContent
+from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
+from mcp.server.runner import serve_loop
+from mcp.server.stdio import stdio_server
+from mcp.types import CreateMessageResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 
 server = MCPServer("links", log_level="WARNING")
@@ -49,25 +57,38 @@ class Answer(BaseModel):
     name: str
 
 
+def _name() -> Elicit[Answer]:
+    return Elicit("What is your name?", Answer)
+
+
+def _word() -> Sample:
+    message = SamplingMessage(role="user", content=TextContent(type="text", text="Say a word."))
+    return Sample([message], max_tokens=5)
+
+
 @server.tool(description="Ask the user for a name.")
-async def ask(ctx: Context) -> str:
-    answer = await ctx.elicit("What is your name?", Answer)
-    return f"{answer.action}: {answer.data.name if answer.data else ''}"
+async def ask(answer: Annotated[Answer, Resolve(_name)]) -> str:
+    return f"accept: {answer.name}"
 
 
 @server.tool(description="Ask the client's model for a word.")
-async def sample(ctx: Context) -> str:
-    result = await ctx.session.create_message(
-        [SamplingMessage(role="user", content=TextContent(type="text", text="Say a word."))],
-        max_tokens=5,
-    )
-    content = result.content
+async def sample(reply: Annotated[CreateMessageResult, Resolve(_word)]) -> str:
+    content = reply.content
     return content.text if isinstance(content, TextContent) else str(content)
+
+
+async def _legacy() -> None:
+    lowlevel = server._lowlevel_server
+    options = lowlevel.create_initialization_options(NotificationOptions(tools_changed=True))
+    async with stdio_server() as (read, write), lowlevel.lifespan(lowlevel) as state:
+        await serve_loop(lowlevel, read, write, lifespan_state=state, init_options=options)
 
 
 if __name__ == "__main__":
     time.sleep(float(os.environ.get("LINK_DELAY", "0")))
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", port=int(sys.argv[2]))
+    elif os.environ.get("LINK_ERA") == "legacy":
+        anyio.run(_legacy)
     else:
         server.run()

@@ -34,7 +34,7 @@ from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.subscriptions import ListenNotSupportedError
 
 from toolkeeper.executors import ToolFailure
-from toolkeeper.executors.mcp import describe, list_tools, mcp_client
+from toolkeeper.executors.mcp import CallsInFlight, describe, list_tools, mcp_client
 from toolkeeper.gateway.upstreams import tether
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.runtime.envelope import ErrorCategory
@@ -70,6 +70,8 @@ class UpstreamLink:
         """Tool name → definition, as last listed (None before the first listing)."""
         self.error: str | None = None
         self.client: Client | None = None
+        self.calls: CallsInFlight | None = CallsInFlight()
+        """The calls running through this link, whose clients the upstream may reach."""
         self._log = Path(home) / "upstreams" / f"{name}.log"
         self._on_listing = on_listing
         self._served: dict[str, str] = {}  # tool name → pin hash it is served under
@@ -159,6 +161,7 @@ class UpstreamLink:
             "timeout": self.config.timeout,
             "message_handler": self._on_message,
             "client_name": "toolkeeper-gateway",
+            "calls": self.calls,
         }
         if self.config.transport != "stdio":
             url, headers = str(self.config.url), self.config.resolved_headers(self.name)
