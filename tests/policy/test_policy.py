@@ -182,6 +182,7 @@ def test_policy_without_id_annotation_is_named_by_cedar_id() -> None:
     engine = CedarPolicyEngine(
         policies='permit (principal, action, resource) when { resource.id == "lint" };'
     )
+    # Cedar numbers policies in order: the five shipped ones come first.
     assert decide(engine, tool("lint", "reversible")).policy_ids == (
         "policy5",
     )  # after the five shipped policies
