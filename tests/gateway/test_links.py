@@ -25,6 +25,7 @@ from mcp import Client, StdioServerParameters, types
 from toolkeeper import Principal, Proposal, ResultEnvelope, Status
 from toolkeeper.cli import main
 from toolkeeper.gateway.config.settings import load_config
+from toolkeeper.gateway.upstreams import link
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams, survey_upstreams
 from toolkeeper.gateway.upstreams.pins import PinStore
@@ -168,9 +169,18 @@ async def test_a_call_on_a_lost_link_is_resent_only_when_repeating_it_is_safe(
         assert again["pid"] not in (first["pid"], 0)
 
 
-async def test_a_stdio_upstream_that_dies_is_respawned_without_a_call(tmp_path: Path) -> None:
-    async with federated(tmp_path, {"up": stdio()}) as (harness, federation):
+@pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
+async def test_a_stdio_upstream_that_dies_is_respawned_without_a_call(
+    tmp_path: Path, era: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The health check finds a dead server and only a dead one: a live upstream of either
+    era keeps its process (a 2026 server has no ``ping``)."""
+    monkeypatch.setattr(link, "HEALTH_CHECK_SECONDS", 0.1)
+    env = {"LINK_ERA": "legacy"} if era == "legacy" else {}
+    async with federated(tmp_path, {"up": stdio(env=env)}) as (harness, federation):
         first = await pid_of(harness)
+        await anyio.sleep(1)  # ten health checks
+        assert (await pid_of(harness))["pid"] == first["pid"]
         os.kill(first["pid"], signal.SIGKILL)
         assert await gone(first["pid"])
         # The health check finds the dead process and the supervisor starts a new one.

@@ -516,6 +516,7 @@ def mcp_client(
     message_handler: MessageHandlerFnT | None = None,
     client_name: str = "toolkeeper",
     calls: CallsInFlight | None = None,
+    mode: str = "auto",
 ) -> Client:
     """An SDK `Client` (not yet entered) for a stdio server or a Streamable HTTP `url`; `stack`
     closes what the transport needs besides the client. With `calls`, it declares
@@ -535,6 +536,7 @@ def mcp_client(
         message_handler=message_handler,
         read_timeout_seconds=timeout,
         client_info=types.Implementation(name=client_name, version=__version__),
+        mode=mode,
         **(calls.callbacks() if calls is not None else {}),
     )
 

@@ -27,13 +27,50 @@ _CAPABILITY = {
     "sample": types.ClientCapabilities(sampling=types.SamplingCapability()),
 }
 _NAMES = {"elicit": "elicitation", "sample": "sampling"}
+_SEVERITY: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+class LogLevels:
+    """The least severe log level each 2025 session asked for with ``logging/setLevel``
+    (deprecated in 2026-07-28, where each request opts in instead). A session that never
+    asked hears every level, as the SDK's servers behave."""
+
+    def __init__(self, *, limit: int) -> None:
+        self._levels: dict[str, types.LoggingLevel] = {}
+        self._limit = limit
+
+    def set(self, session: str, level: types.LoggingLevel) -> None:
+        self._levels.pop(session, None)
+        self._levels[session] = level
+        if len(self._levels) > self._limit:
+            del self._levels[next(iter(self._levels))]
+
+    def wants(self, session: str | None, level: str) -> bool:
+        floor = self._levels.get(session) if session is not None else None
+        if floor is None or level not in _SEVERITY:
+            return True
+        return _SEVERITY.index(level) >= _SEVERITY.index(floor)
 
 
 class ClientPeer:
-    """The client behind `ctx`, for the duration of its ``tools/call``."""
+    """The client behind `ctx`, for the duration of its ``tools/call``; `session` keys its
+    log level in `levels`."""
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+    def __init__(
+        self, ctx: ServerRequestContext[Any, Any], *, session: str | None, levels: LogLevels
+    ) -> None:
         self._ctx = ctx
+        self._session = session
+        self._levels = levels
 
     def __repr__(self) -> str:
         return f"ClientPeer(request_id={self._ctx.request_id!r})"
@@ -53,6 +90,8 @@ class ClientPeer:
         await self._ctx.session.report_progress(progress, total, message)
 
     async def log(self, level: str, data: Any, logger: str | None) -> None:
+        if not self._levels.wants(self._session, level):
+            return
         with warnings.catch_warnings():
             # Deprecated in 2026-07-28, still the way a 2025 client hears a tool's logs.
             warnings.simplefilter("ignore", MCPDeprecationWarning)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -32,6 +33,8 @@ import anyio
 from anyio.abc import TaskStatus
 from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.executors import ToolFailure
 from toolkeeper.executors.mcp import CallsInFlight, describe, list_tools, mcp_client
@@ -150,7 +153,7 @@ class UpstreamLink:
             await anyio.sleep(HEALTH_CHECK_SECONDS)
             try:
                 with anyio.fail_after(self.config.timeout):
-                    await client.send_ping()
+                    await _probe(client)
             except Exception as exc:
                 self.error = f"the health check failed: {describe(exc)}"
                 self.lost()
@@ -162,6 +165,7 @@ class UpstreamLink:
             "message_handler": self._on_message,
             "client_name": "toolkeeper-gateway",
             "calls": self.calls,
+            "mode": self.config.protocol,
         }
         if self.config.transport != "stdio":
             url, headers = str(self.config.url), self.config.resolved_headers(self.name)
@@ -262,6 +266,18 @@ class UpstreamLink:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
         self._first_attempt.set()
+
+
+async def _probe(client: Client) -> None:
+    """The cheapest request the connection's era has: ``ping`` on a 2025 session (removed in
+    2026-07-28), a bare ``server/discover`` on a 2026 connection (no state is adopted)."""
+    version = client.protocol_version
+    if version in MODERN_PROTOCOL_VERSIONS:
+        await client.session.send_discover(version)
+    else:
+        with warnings.catch_warnings():  # deprecated for 2026-07-28, which takes the other arm
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.send_ping()
 
 
 def _tethered(params: StdioServerParameters) -> StdioServerParameters:
