@@ -56,8 +56,13 @@ def test_the_readme_walk_through(
         assert code == 0 and "update_manuscript_metadata(" in out and "(changes things)" in out
         assert "style." not in out  # upstream tools wait for an operator's approval
 
-        # the operator approves the pinned definitions (`toolkeeper upstreams approve`)
+        # the operator approves the pinned definitions (`toolkeeper upstreams approve`), once
+        # the gateway (which serves before its upstreams connect) has seen them
         pins = PinStore.in_home(home)
+        deadline = time.monotonic() + 30
+        while pins.seen("style", "suggest_keywords") is None:
+            assert time.monotonic() < deadline, "the gateway never listed the upstream's tools"
+            time.sleep(0.1)
         for tool in ("word_count", "suggest_keywords"):
             pins.approve("style", tool, by="operator")
         deadline = time.monotonic() + 10

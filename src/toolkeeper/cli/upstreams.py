@@ -84,10 +84,13 @@ def _check_selection(config: GatewayConfig, args: argparse.Namespace) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    """Exits 1 when an upstream (of those selected) could not be reached: a script or a
+    health check must not read an empty listing as "nothing to review"."""
     tools, errors, _ = _survey(args)
+    errors = {server: e for server, e in errors.items() if args.server in (None, server)}
     if args.format == "json":
         print(json.dumps({"tools": [_as_json(t) for t in tools], "errors": errors}, indent=2))
-        return 0
+        return 1 if errors else 0
     for tool in tools:
         print(
             f"{tool.status.value:<10} {visible(tool.server)}/{visible(tool.name)}  "
@@ -100,7 +103,7 @@ def run_list(args: argparse.Namespace) -> int:
     for server, error in sorted(errors.items()):
         print(f"unreachable {visible(server)}: {visible(error)}")
     print(f"{len(tools)} tool(s), {sum(t.status is ToolStatus.APPROVED for t in tools)} approved")
-    return 0
+    return 1 if errors else 0
 
 
 def run_approve(args: argparse.Namespace) -> int:

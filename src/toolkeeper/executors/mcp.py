@@ -20,8 +20,8 @@ Needs the MCP SDK: ``pip install 'toolkeeper[gateway]'``.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -29,7 +29,7 @@ try:
     import anyio
     import httpx2
     from mcp import Client, ClientSession, StdioServerParameters, types
-    from mcp.client.session import MessageHandlerFnT
+    from mcp.client.session import ClientRequestContext, MessageHandlerFnT
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
@@ -45,9 +45,10 @@ from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ConfigError
 from toolkeeper.executors import ToolAnswer, ToolFailure
 from toolkeeper.importers.formats import from_mcp_tool
-from toolkeeper.runtime.context import ToolContext
+from toolkeeper.runtime.context import ClientRequest, Peer, ToolContext
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.runtime.grants import GrantAuthority
+from toolkeeper.runtime.peer import InputRefused
 
 if TYPE_CHECKING:
     from toolkeeper.runtime.harness import Harness
@@ -63,6 +64,20 @@ _INPUT_REQUESTS = {
 }
 """What an upstream may ask its client for mid-call, with the method it asks by and the
 SDK's refusal text, which an upstream echoes when the refusal ends its tool."""
+_MAX_INPUT_ROUNDS = 8
+"""Rounds of ``input_required`` (2026-07-28) one call may go through before it is refused."""
+_ASKED_BY: dict[str, ClientRequest] = {
+    "elicitation/create": "elicit",
+    "sampling/createMessage": "sample",
+}
+_ANSWER_TYPES: dict[ClientRequest, Any] = {
+    "elicit": types.ElicitResult,
+    "sample": types.CreateMessageResult,
+}
+_KIND: dict[ClientRequest, str] = {"elicit": "elicitation", "sample": "sampling"}
+_SESSION_GONE = ("session not found", "session terminated", "no valid session")
+"""How servers word their refusal of a session they no longer have: the SDK server's 404
+body, the SDK client's stand-in for a bare 404, the TypeScript SDK's 400."""
 _DEFINITION_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 """What the MCP importer reads of a listed tool; the rest (``_meta``, ``icons``...) is not
 the contract's."""
@@ -74,6 +89,10 @@ class McpUpstream(Protocol):
 
     name: str
     """The server's name, for messages and provenance (``mcp:<name>``)."""
+    calls: CallsInFlight | None
+    """The calls running on the connection, when it passes the server's mid-call requests
+    and log messages on to the clients that made them (None: it declares no such
+    capability, and the server falls back or fails)."""
 
     async def session(self, tool: str) -> ClientSession:
         """The session to call `tool` through now; raises `ToolFailure` (nothing sent) when
@@ -90,13 +109,28 @@ class McpUpstream(Protocol):
 
 
 class McpExecutor:
-    """Runs one tool of an MCP server, and only under a grant `grants` vouches for."""
+    """Runs one tool of an MCP server, and only under a grant `grants` vouches for.
 
-    def __init__(self, upstream: McpUpstream, tool: str, *, grants: GrantAuthority) -> None:
+    When the call finds the link dead — the server answered that it no longer knows the
+    session (it restarted: HTTP 404 "Session not found"), or the connection closed — it tells
+    the upstream, which replaces the session, and sends the call once more on the new one,
+    but only when that is safe: the server refused the request unread, or the tool is
+    `repeatable` (read-only or idempotent). A write whose request may have run is never sent
+    twice; its answer says the effect is unknown."""
+
+    def __init__(
+        self,
+        upstream: McpUpstream,
+        tool: str,
+        *,
+        grants: GrantAuthority,
+        repeatable: bool = False,
+    ) -> None:
         self.source = f"mcp:{upstream.name}"
         self.tool = tool
         self._upstream = upstream
         self._grants = grants
+        self._repeatable = repeatable
 
     def __repr__(self) -> str:
         return f"McpExecutor({self._upstream.name!r}, {self.tool!r})"
@@ -115,12 +149,102 @@ class McpExecutor:
             )
         session = await self._upstream.session(self.tool)
         try:
+            return await self._call(session, arguments, context.peer)
+        except _LinkLost as lost:
+            if lost.effect_committed is not False and not self._repeatable:
+                raise
+            first = lost
+        try:
+            session = await self._upstream.session(self.tool)
+        except ToolFailure as failure:
+            raise ToolFailure(
+                f"{first.message}; a new session could not be opened: {failure.message}",
+                category=ErrorCategory.UNAVAILABLE,
+                retryable=True,
+                effect_committed=first.effect_committed,
+            ) from failure
+        return await self._call(session, arguments, context.peer)
+
+    async def _call(
+        self, session: ClientSession, arguments: dict[str, Any], peer: Peer | None
+    ) -> Any:
+        """One ``tools/call`` on `session`, every outcome translated; the server's progress,
+        log messages and requests for input reach `peer`, the client that made the call."""
+        calls = self._upstream.calls
+        with calls.running(peer) if calls is not None else nullcontext():
+            result = await self._send(session, arguments, peer)
+        if result.is_error:
+            raise _tool_error(self._upstream.name, self.tool, result)
+        return _answer(result)
+
+    async def _send(
+        self, session: ClientSession, arguments: dict[str, Any], peer: Peer | None
+    ) -> types.CallToolResult:
+        progress = None
+        if peer is not None:
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                await peer.progress(value, total, message)
+
+        responses: types.InputResponses | None = None
+        state: str | None = None
+        for _ in range(_MAX_INPUT_ROUNDS):
+            result = await self._send_once(session, arguments, progress, responses, state)
+            if not isinstance(result, types.InputRequiredResult):
+                return result
+            # A 2026-07-28 server asks by answering input_required; the answers go back
+            # with the same call, once the calling client gave them.
+            responses, state = await self._answer(result, peer), result.request_state
+        raise _input_refused(
+            self._upstream.name,
+            self.tool,
+            [],
+            f"it asked for input more than {_MAX_INPUT_ROUNDS} times",
+            None,
+        )
+
+    async def _answer(
+        self, asked: types.InputRequiredResult, peer: Peer | None
+    ) -> types.InputResponses:
+        answers: types.InputResponses = {}
+        for key, request in (asked.input_requests or {}).items():
+            kind = _ASKED_BY.get(request.method)
+            if kind is None or peer is None:
+                what = [k for k, (m, _) in _INPUT_REQUESTS.items() if m == request.method]
+                said = "no client can be asked" if peer is None else "it is not passed on"
+                raise _input_refused(self._upstream.name, self.tool, what, said, None)
+            params = (
+                request.params.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if request.params is not None
+                else {}
+            )
+            try:
+                answer = await peer.ask(kind, params)
+            except InputRefused as refused:
+                raise _input_refused(
+                    self._upstream.name, self.tool, [_KIND[kind]], refused.message, None
+                ) from refused
+            answers[key] = _ANSWER_TYPES[kind].model_validate(answer, by_name=False)
+        return answers
+
+    async def _send_once(
+        self,
+        session: ClientSession,
+        arguments: dict[str, Any],
+        progress: Any,
+        responses: types.InputResponses | None,
+        state: str | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        try:
             # The session, not Client.call_tool: the latter re-lists and resends on a schema
             # mismatch, which would run a definition nobody approved.
             result = await session.call_tool(
                 self.tool,
                 arguments,
                 read_timeout_seconds=_CALL_TIMEOUT,
+                progress_callback=progress,
+                input_responses=responses,
+                request_state=state,
                 allow_input_required=True,
             )
         except MCPError as exc:
@@ -133,26 +257,110 @@ class McpExecutor:
             ) from exc
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             self._upstream.lost()
-            raise ToolFailure(
+            raise _LinkLost(
                 f"the connection to MCP server {self._upstream.name!r} failed: {exc}",
-                category=ErrorCategory.UNAVAILABLE,
-                retryable=True,
                 effect_committed=None,
             ) from exc
-        if isinstance(result, types.InputRequiredResult):
-            asked = {request.method for request in (result.input_requests or {}).values()}
-            kinds = [kind for kind, (method, _) in _INPUT_REQUESTS.items() if method in asked]
-            raise _input_refused(
-                self._upstream.name, self.tool, kinds, "it answered input_required", None
+        if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
+            raise ToolFailure(
+                f"MCP server {self._upstream.name!r} answered {self.tool} with a result of "
+                f"type {type(result).__name__}",
+                effect_committed=None,
             )
-        if result.is_error:
-            raise _tool_error(self._upstream.name, self.tool, result)
-        return _answer(result)
+        return result
+
+
+class _LinkLost(ToolFailure):
+    """The call found its session dead; `effect_committed` is False when the server refused
+    the request unread (a session it no longer knows), None when it may have run."""
+
+    def __init__(self, message: str, *, effect_committed: bool | None) -> None:
+        super().__init__(
+            message,
+            category=ErrorCategory.UNAVAILABLE,
+            retryable=True,
+            effect_committed=effect_committed,
+        )
+
+
+class CallsInFlight:
+    """The calls running on one connection, each with the client that made it, so what the
+    server sends mid-call reaches that client.
+
+    Progress is tied to its call on the wire (the progress token). A 2025 server's log
+    messages and its requests for elicitation or sampling are not: they are the calling
+    client's when exactly one call runs. With several, nobody can tell whose they are, so
+    a request is refused (the server's tool fails or falls back) and a log message is kept
+    from every client rather than shown to the wrong one.
+    """
+
+    def __init__(self) -> None:
+        self._peers: dict[int, Peer | None] = {}
+
+    @contextmanager
+    def running(self, peer: Peer | None) -> Iterator[None]:
+        token = object()
+        self._peers[id(token)] = peer
+        try:
+            yield
+        finally:
+            del self._peers[id(token)]
+
+    def callbacks(self) -> dict[str, Any]:
+        """The SDK client's callbacks: declaring them declares the capabilities."""
+        return {
+            "elicitation_callback": self._elicit,
+            "sampling_callback": self._sample,
+            "logging_callback": self._log,
+            "log_level": "debug",  # a 2026 server logs only when asked; the client filters
+        }
+
+    def _sole(self) -> tuple[Peer | None, str | None]:
+        if len(self._peers) == 1:
+            peer = next(iter(self._peers.values()))
+            return peer, None if peer is not None else "no client can be asked for this call"
+        if not self._peers:
+            return None, "no call is running"
+        return None, f"{len(self._peers)} calls are running, and it cannot tell which one asked"
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        peer, _ = self._sole()
+        if peer is not None:
+            await peer.log(params.level, params.data, params.logger)
+
+    async def _elicit(
+        self, _context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        answer = await self._ask("elicit", params)
+        return answer if isinstance(answer, types.ErrorData) else types.ElicitResult(**answer)
+
+    async def _sample(
+        self, _context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        answer = await self._ask("sample", params)
+        if isinstance(answer, types.ErrorData):
+            return answer
+        return types.CreateMessageResult.model_validate(answer, by_name=False)
+
+    async def _ask(self, kind: ClientRequest, params: Any) -> dict[str, Any] | types.ErrorData:
+        """The calling client's answer, or a refusal worded as the SDK words its own
+        ("Elicitation not supported"), which the tool's failure then echoes."""
+        peer, why = self._sole()
+        refused = _INPUT_REQUESTS["elicitation" if kind == "elicit" else "sampling"][1]
+        if peer is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{refused}: {why}")
+        wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        try:
+            return await peer.ask(kind, wire)
+        except InputRefused as exc:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{refused}: {exc}")
 
 
 class McpConnection:
     """A library's connection to one MCP server (see `connect_mcp`): no reconnects, no
     pins; once the connection is lost, calls fail as ``unavailable`` without being sent."""
+
+    calls: CallsInFlight | None = None  # a library call has no client to ask mid-call
 
     def __init__(self, name: str, client: Client) -> None:
         self.name = name
@@ -307,9 +515,12 @@ def mcp_client(
     errlog: TextIO = sys.stderr,
     message_handler: MessageHandlerFnT | None = None,
     client_name: str = "toolkeeper",
+    calls: CallsInFlight | None = None,
+    mode: str = "auto",
 ) -> Client:
     """An SDK `Client` (not yet entered) for a stdio server or a Streamable HTTP `url`; `stack`
-    closes what the transport needs besides the client."""
+    closes what the transport needs besides the client. With `calls`, it declares
+    elicitation and sampling and passes them, and log messages, to the calling clients."""
     if stdio is not None:
         transport: Any = stdio_client(stdio, errlog=errlog)
     else:
@@ -325,6 +536,8 @@ def mcp_client(
         message_handler=message_handler,
         read_timeout_seconds=timeout,
         client_info=types.Implementation(name=client_name, version=__version__),
+        mode=mode,
+        **(calls.callbacks() if calls is not None else {}),
     )
 
 
@@ -370,6 +583,15 @@ def _protocol_failure(upstream: McpUpstream, tool: str, exc: MCPError) -> ToolFa
     """A JSON-RPC error is not the tool's answer: the call may never have run (a rejected
     request) or its effect is unknown (the connection died while it ran)."""
     where = f"MCP server {upstream.name!r}: {exc.error.message}"
+    if any(marker in exc.error.message.lower() for marker in _SESSION_GONE):
+        # The spec's answer to a request on a session the server no longer has (HTTP 404
+        # after a restart); the request was refused before it ran.
+        upstream.lost()
+        return _LinkLost(
+            f"MCP server {upstream.name!r} no longer knows the gateway's session (it answered "
+            f"{exc.error.message!r}: it restarted or expired the session)",
+            effect_committed=False,
+        )
     asked = _asked_for_input(exc)
     if asked is not None:
         kinds, before_running = asked
@@ -377,12 +599,7 @@ def _protocol_failure(upstream: McpUpstream, tool: str, exc: MCPError) -> ToolFa
         return _input_refused(upstream.name, tool, kinds, said, False if before_running else None)
     if exc.error.code == types.CONNECTION_CLOSED:
         upstream.lost()
-        return ToolFailure(
-            f"lost the connection to {where}",
-            category=ErrorCategory.UNAVAILABLE,
-            retryable=True,
-            effect_committed=None,
-        )
+        return _LinkLost(f"lost the connection to {where}", effect_committed=None)
     if exc.error.code == types.REQUEST_TIMEOUT:
         return ToolFailure(
             where, category=ErrorCategory.TIMEOUT, retryable=True, effect_committed=None
@@ -434,12 +651,13 @@ def _asked_for_input(exc: MCPError) -> tuple[list[str], bool] | None:
 def _input_refused(
     server: str, tool: str, kinds: Sequence[str], said: str, committed: bool | None
 ) -> ToolFailure:
-    """An upstream needed input from the client that the gateway cannot pass through: not a
-    transient fault, so not retryable."""
+    """An upstream needed input from the client that did not reach it (policy refused it,
+    the client cannot answer it, or no client can be asked): not a transient fault, so not
+    retryable."""
     what = " and ".join(kinds) or "input from the client"
     return ToolFailure(
-        f"{tool} on MCP server {server!r} needs {what}, which toolkeeper does not pass "
-        f"through to its client yet ({said})",
+        f"{tool} on MCP server {server!r} needs {what}, which was not passed to the calling "
+        f"client ({said})",
         category=ErrorCategory.UNAVAILABLE,
         retryable=False,
         effect_committed=committed,
@@ -489,6 +707,7 @@ def _tool_error(server: str, tool: str, result: types.CallToolResult) -> ToolFai
 
 
 __all__ = [
+    "CallsInFlight",
     "McpConnection",
     "McpExecutor",
     "McpUpstream",

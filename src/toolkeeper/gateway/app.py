@@ -47,7 +47,7 @@ from toolkeeper.gateway.limits import (
 )
 from toolkeeper.gateway.loader import build_harness, check_reserved_names
 from toolkeeper.gateway.server import GatewayServer
-from toolkeeper.gateway.upstreams.federation import Federation, connect_upstreams
+from toolkeeper.gateway.upstreams.federation import connect_upstreams
 from toolkeeper.gateway.wire import MessageCheck, stdio_streams
 from toolkeeper.ledger.retention import apply_policy
 from toolkeeper.runtime.harness import Harness
@@ -80,9 +80,11 @@ async def open_gateway(
             stack.enter_context(redacting_log_records(harness.redactor))
             federation = None
             if config.upstreams:
-                federation = await connect_upstreams(config.upstreams, harness, home=config.home)
+                # Not waited for: a slow upstream's tools join when it connects.
+                federation = await connect_upstreams(
+                    config.upstreams, harness, home=config.home, wait=False
+                )
                 stack.push_async_callback(federation.aclose)
-                _report(federation)
             check_reserved_names(harness)
             # Before serving: a client retrying after a crash then finds its call settled.
             await maintain_ledger(harness, config.ledger)
@@ -145,14 +147,6 @@ def _report_reconciliation(report: Reconciliation) -> None:
     logger.log(level, "ledger reconciliation: %s", report.summary())
     for left in report.unsettled[:_LOGGED_UNSETTLED]:
         logger.warning("effect still unknown: %s (%s): %a", left.request_id, left.tool, left.reason)
-
-
-def _report(federation: Federation) -> None:
-    """Tell the operator (stderr) which upstreams failed and which tools are held back."""
-    for server, error in sorted(federation.errors.items()):
-        logger.warning("upstream %s is unreachable: %s", server, error)
-    for (server, tool), reason in sorted(federation.withheld.items()):
-        logger.warning("upstream %s: %s is not served: %s", server, tool, reason)
 
 
 def _principals(config: GatewayConfig, transport: Transport) -> PrincipalResolver:

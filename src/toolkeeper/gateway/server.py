@@ -47,6 +47,7 @@ from mcp_types import (
     PaginatedRequestParams,
     ReadResourceRequestParams,
     ReadResourceResult,
+    SetLevelRequestParams,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
     Tool,
@@ -57,6 +58,7 @@ from toolkeeper.artifacts.store import ArtifactError
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ApprovalError, LedgerError
 from toolkeeper.gateway import resources
+from toolkeeper.gateway.peer import ClientPeer, LogLevels
 from toolkeeper.gateway.results import (
     RESUME_TOOL,
     advertised_output_schema,
@@ -234,6 +236,7 @@ class GatewayServer:
         self._output_schemas: dict[str, bool] = {}
         self._sessions: dict[str, tuple[Principal, ServerSession]] = {}
         self._audiences: OrderedDict[Principal, _Audience] = OrderedDict()
+        self._log_levels = LogLevels(limit=MAX_TRACKED_SESSIONS)
         self.lowlevel = _Server(
             name,
             version=version,
@@ -252,6 +255,10 @@ class GatewayServer:
         # Added by method rather than as `on_list_tools`, whose slot wants a model: a cached
         # page is already in its wire form.
         self.lowlevel.add_request_handler("tools/list", PaginatedRequestParams, self._list_tools)
+        # A 2025 client sets the level of the upstream log messages it hears.
+        self.lowlevel.add_request_handler(
+            "logging/setLevel", SetLevelRequestParams, self._set_level
+        )
         self.lowlevel.middleware.append(self._remember_session)
 
     def __repr__(self) -> str:
@@ -372,7 +379,10 @@ class GatewayServer:
                     idempotency_key=key,
                 )
                 envelope = await self.harness.invoke(
-                    proposal, principal=principal, session=self._session_of(ctx)
+                    proposal,
+                    principal=principal,
+                    session=self._session_of(ctx),
+                    peer=ClientPeer(ctx, session=self._session_of(ctx), levels=self._log_levels),
                 )
         except LedgerError as exc:
             # The pipeline answers every ledger fault it meets from the intent on; one that
@@ -464,6 +474,14 @@ class GatewayServer:
         raise MCPError(
             code=resources.RESOURCE_NOT_FOUND, message=f"resource not found: {params.uri}"
         )
+
+    async def _set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams
+    ) -> dict[str, Any]:
+        session = self._session_of(ctx)
+        if session is not None:
+            self._log_levels.set(session, params.level)
+        return {}
 
     async def _resume(
         self, arguments: Mapping[str, Any] | None, principal: Principal

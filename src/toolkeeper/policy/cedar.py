@@ -3,7 +3,8 @@
 The Cedar model:
 
     principal  Toolkeeper::Principal::"<id>"       tenant, kind, capabilities (Set<String>)
-    action     Toolkeeper::Action::"invoke"
+    action     Toolkeeper::Action::"invoke" (run the tool), "elicit" and "sample" (the tool's
+               upstream asks the calling client for input or for a completion mid-call)
     resource   Toolkeeper::Tool::"<id@version>"    id, version, side_effect, open_world,
                idempotency, required_capabilities, input_classification, output_classification
     context    arguments, environment (records), omitted (Set<String>), tenant?, target?
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 
 _PRINCIPAL_TYPE = "Toolkeeper::Principal"
 _TOOL_TYPE = "Toolkeeper::Tool"
-_ACTION = {"type": "Toolkeeper::Action", "id": "invoke"}
+_ACTION_TYPE = "Toolkeeper::Action"
 # Cedar's JSON reads a record with one of these keys as an entity or extension value: an
 # argument could otherwise smuggle in `{"__entity": ...}` and impersonate a principal.
 _RESERVED_KEYS = frozenset({"__entity", "__extn", "__expr"})
@@ -163,14 +164,14 @@ class CedarPolicyEngine:
         try:
             tool = _Tool.of(request.contract)
             context, inexact = _context_json(request, self._reads)
-            key = (request.principal, tool, context)
+            key = (request.principal, tool, context, request.action)
             known = self._decisions.get(key)
             if known is not None:
                 return known
             result = cedarpy.is_authorized(
                 {
                     "principal": {"type": _PRINCIPAL_TYPE, "id": request.principal.id},
-                    "action": _ACTION,
+                    "action": {"type": _ACTION_TYPE, "id": request.action},
                     "resource": {"type": _TOOL_TYPE, "id": request.contract.ref},
                     "context": context,
                 },
@@ -211,7 +212,10 @@ class CedarPolicyEngine:
             return PolicyDecision(
                 Decision.DENY,
                 ("toolkeeper.default_deny",),
-                (f"no policy permits {request.principal.id} to invoke {request.contract.ref}",),
+                (
+                    f"no policy permits {request.principal.id} to {request.action} "
+                    f"{request.contract.ref}",
+                ),
             )
         asking = [policy for policy in fired if policy.approval]
         if asking:
@@ -398,13 +402,13 @@ class _DecisionCache:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.size = 0
-        self._entries: dict[tuple[Principal, _Tool, str], PolicyDecision] = {}
+        self._entries: dict[tuple[Principal, _Tool, str, str], PolicyDecision] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[Principal, _Tool, str]) -> PolicyDecision | None:
+    def get(self, key: tuple[Principal, _Tool, str, str]) -> PolicyDecision | None:
         return self._entries.get(key)
 
-    def keep(self, key: tuple[Principal, _Tool, str], decision: PolicyDecision) -> None:
+    def keep(self, key: tuple[Principal, _Tool, str, str], decision: PolicyDecision) -> None:
         cost = _cost(key)
         if len(key[2]) > _LARGEST_KEPT or cost > self.limit:
             return
@@ -419,7 +423,7 @@ class _DecisionCache:
             self.size += cost
 
 
-def _cost(key: tuple[Principal, _Tool, str]) -> int:
+def _cost(key: tuple[Principal, _Tool, str, str]) -> int:
     return len(key[2]) + _ENTRY_OVERHEAD
 
 

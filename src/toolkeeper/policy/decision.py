@@ -214,6 +214,9 @@ class PolicyRequest:
     """Facts about the moment, e.g. ``{"session": ..., "hour": 14, "tenant": "acme"}``."""
     resource: str | None = None
     """The target resource id, when the contract names one."""
+    action: str = "invoke"
+    """What the principal asks to do with the tool: ``invoke`` it, or — mid-call, when the
+    tool's upstream asks — be asked for input (``elicit``) or lend its model (``sample``)."""
 
 
 class PolicyEngine(Protocol):

@@ -22,6 +22,7 @@ from toolkeeper.executors import ToolAnswer
 from toolkeeper.ledger import ApprovalRecord, InvocationRecord, Ledger, LedgerEvent
 from toolkeeper.policy import PolicyDecision, PolicyEngine
 from toolkeeper.runtime.approvals import Approvals
+from toolkeeper.runtime.context import Peer
 from toolkeeper.runtime.envelope import EffectState, ResultEnvelope, Status, ToolError
 from toolkeeper.runtime.grants import Grant, GrantAuthority
 from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal
@@ -136,6 +137,8 @@ class Call:
     started: float
     approval: ApprovalRecord | None = None
     """Set when the call resumes after a human decision (it then enters at normalize)."""
+    peer: Peer | None = None
+    """The client that made the call, governed, for the tool to reach mid-call."""
     entry: ToolEntry | None = None  # resolve
     arguments: dict[str, Any] | None = None  # validate
     argument_bytes: int = 0  # validate: their size as JSON, measured against the limits

@@ -10,9 +10,37 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any, Literal, Protocol
 
 from toolkeeper.runtime.grants import Grant
 from toolkeeper.runtime.invocation import Principal
+
+ClientRequest = Literal["elicit", "sample"]
+"""What a tool may ask of the client that called it mid-call: input from its user
+(elicitation), or a completion from its model (sampling)."""
+
+
+class Peer(Protocol):
+    """The client that made the call, as a tool may reach it while the call runs (an MCP
+    client behind the gateway). Parameters and answers are MCP wire JSON."""
+
+    def unable(self, request: ClientRequest) -> str | None:
+        """Why the client cannot be asked `request` now (it did not declare the capability,
+        its protocol era has no channel for it), or None."""
+        ...
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """Report the call's progress (a no-op unless the client asked for progress)."""
+        ...
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        """Pass on a log message about the call."""
+        ...
+
+    async def ask(self, request: ClientRequest, params: dict[str, Any]) -> dict[str, Any]:
+        """Send `request` to the client and return its answer; raises `InputRefused` when it
+        may not or cannot be sent."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +58,9 @@ class ToolContext:
     secrets: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     grant: Grant | None = None
     """The signed grant this call runs under; executors that act out of process check it."""
+    peer: Peer | None = None
+    """The client that made the call, governed (runtime/peer.py); None when no client can
+    be reached mid-call (a library call, a resumed one)."""
 
     def __repr__(self) -> str:
         # Secret values must never reach a log line through a repr.

@@ -38,12 +38,14 @@ from toolkeeper.policy import CedarPolicyEngine, Decision, PolicyEngine, PolicyR
 from toolkeeper.runtime import pipeline, reconciliation, stages
 from toolkeeper.runtime.approvals import Approvals
 from toolkeeper.runtime.call import Call, Services, Trail
+from toolkeeper.runtime.context import Peer
 from toolkeeper.runtime.envelope import (
     ResultEnvelope,
 )
 from toolkeeper.runtime.grants import GrantAuthority
 from toolkeeper.runtime.invocation import Principal, Proposal, new_request_id
 from toolkeeper.runtime.limits import DEFAULT_LIMITS, Limits
+from toolkeeper.runtime.peer import GovernedPeer
 from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER, Reconciliation, recover
 from toolkeeper.runtime.recording import base_record
 from toolkeeper.runtime.registry import (
@@ -294,8 +296,11 @@ class Harness:
         session: str | None = None,
         parent_request_id: str | None = None,
         environment: Mapping[str, Any] | None = None,
+        peer: Peer | None = None,
     ) -> ResultEnvelope:
-        """Run one proposal through all ten stages and answer with an envelope."""
+        """Run one proposal through all ten stages and answer with an envelope. `peer` is
+        the client that made the call, which the tool may reach while it runs (progress, log
+        messages, and — as policy allows — elicitation and sampling)."""
         services = await self._opened_async()
         request_id = new_request_id()
         call = Call(
@@ -308,6 +313,8 @@ class Harness:
             record=base_record(proposal, principal, session, parent_request_id, request_id),
             started=time.perf_counter(),
         )
+        if peer is not None:
+            call.peer = GovernedPeer(peer, services.policy, call)
         return await pipeline.run(services, call)
 
     def invoke_sync(

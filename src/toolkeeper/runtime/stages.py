@@ -131,6 +131,7 @@ def context_of(call: Call, attempt: int = 1) -> ToolContext:
         attempt=attempt,
         secrets=call.secrets.values if call.secrets is not None else {},
         grant=call.grant,
+        peer=call.peer,
     )
 
 

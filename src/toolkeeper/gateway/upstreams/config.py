@@ -97,6 +97,14 @@ class UpstreamConfig(BaseModel):
             "override says otherwise; unset, the gateway's `call_timeout` applies."
         ),
     )
+    protocol: Literal["auto", "legacy"] = Field(
+        default="auto",
+        description=(
+            "'auto' speaks 2026-07-28 when the server does; 'legacy' keeps the 2025-11-25 "
+            "handshake, for servers whose tools ask their client mid-call (elicitation, "
+            "sampling) the 2025 way, which a 2026 connection has no channel for."
+        ),
+    )
 
     @field_validator("namespace")
     @classmethod

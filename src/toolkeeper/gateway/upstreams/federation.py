@@ -2,7 +2,9 @@
 an operator approved exactly their definitions.
 
 `connect_upstreams` opens an `UpstreamLink` (`link.py`) to every configured upstream and
-assesses every listing against the pin store (`assessment.py`). Only approved tools are
+assesses every listing against the pin store (`assessment.py`) as it arrives: the gateway
+does not wait for a slow upstream, whose tools join (and clients hear ``list_changed``) when
+it connects. Only approved tools are
 registered, each with an `McpExecutor`. Each re-listing (and each `reassess` after an
 operator's decision) is judged again: a tool that is withheld, unapproved, changed (a rug
 pull) or no longer listed is disabled in the harness registry, so it does not resolve, list
@@ -12,6 +14,7 @@ enabled again, its new definition replacing the old one, without a restart.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -31,6 +34,8 @@ from toolkeeper.secrets.redaction import Redactor, redacting_log_records
 
 if TYPE_CHECKING:
     from toolkeeper.runtime.harness import Harness
+
+logger = logging.getLogger(__name__)
 
 
 class Federation:
@@ -66,7 +71,7 @@ class Federation:
         self._presentations: dict[str, Mapping[str, Any]] = {}
         self._stack = AsyncExitStack()
         self._group: TaskGroup | None = None
-        self._started = False
+        self._reported: dict[tuple[str, str], str] = {}  # withheld, as last logged
 
     def __repr__(self) -> str:
         served = sum(tool.status is ToolStatus.APPROVED for tool in self.tools.values())
@@ -91,17 +96,16 @@ class Federation:
         `contract_id` (nothing for a tool the federation does not hold)."""
         return dict(self._presentations.get(contract_id, {}))
 
-    async def start(self) -> None:
+    async def start(self, *, wait: bool = True) -> None:
+        """Start every link; with `wait`, return once each has connected or failed once (else
+        at once: each upstream's tools join as it lists them)."""
         group = await self._stack.enter_async_context(anyio.create_task_group())
         self._group = group
         for link in self._links.values():
             group.start_soon(link.supervise)
-        for link in self._links.values():
-            await link.attempted()
-        self._started = True
-        for link in self._links.values():
-            self._record(link)
-        self.reassess()
+        if wait:
+            for link in self._links.values():
+                await link.attempted()
 
     async def refresh(self) -> None:
         """List every connected upstream again and re-pin (also done on list_changed)."""
@@ -134,6 +138,19 @@ class Federation:
                 link.withhold(report.name)
                 self.withheld[(report.server, report.name)] = report.reason or refused or ""
         self._disable_unserved(served)
+        if self._harness is not None:  # a survey's caller shows what it found itself
+            self._report()
+
+    def _report(self) -> None:
+        """Tell the operator (the log) which upstreams failed and which tools are held back,
+        each once per change."""
+        for server, error in self.errors.items():
+            if self._reported.get((server, "")) != error:
+                logger.warning("upstream %s is unreachable: %s", server, error)
+        for (server, tool), reason in self.withheld.items():
+            if self._reported.get((server, tool)) != reason:
+                logger.warning("upstream %s: %s is not served: %s", server, tool, reason)
+        self._reported = {**{(s, ""): e for s, e in self.errors.items()}, **self.withheld}
 
     async def aclose(self) -> None:
         for link in self._links.values():
@@ -149,9 +166,8 @@ class Federation:
         await self.aclose()
 
     def _relisted(self, link: UpstreamLink) -> None:
-        if self._started:  # the first listings are assessed together, for collisions
-            self._record(link)
-            self.reassess()
+        self._record(link)
+        self.reassess()
 
     def _record(self, link: UpstreamLink) -> None:
         if link.listing is not None:
@@ -170,7 +186,12 @@ class Federation:
                 # The approved definition moved on: the old one must not run in between.
                 registry.disable(registered[0], "replaced by a newly approved definition")
             try:
-                executor = McpExecutor(link, report.name, grants=self._harness.grants)
+                executor = McpExecutor(
+                    link,
+                    report.name,
+                    grants=self._harness.grants,
+                    repeatable=report.contract.is_read_only or report.contract.is_idempotent,
+                )
                 self._harness.register(report.contract, executor=executor)
             except RegistryError as exc:
                 return f"approved, but it cannot be registered: {exc}"
@@ -190,16 +211,18 @@ class Federation:
 
 
 async def connect_upstreams(
-    configs: Mapping[str, UpstreamConfig], harness: Harness, *, home: Path
+    configs: Mapping[str, UpstreamConfig], harness: Harness, *, home: Path, wait: bool = True
 ) -> Federation:
     """Connect to `configs`, register their approved tools with `harness`, and return the
     `Federation` (an async context manager that disconnects; close it in this task).
 
-    An upstream that cannot be reached is skipped and named in `Federation.errors`; the
-    others are served.
+    With `wait` (the library's default) it returns once every upstream connected or failed
+    once; the gateway passes ``wait=False`` and serves at once. An upstream that cannot be
+    reached is named in `Federation.errors` and tried again with backoff; the others are
+    served.
     """
     federation = Federation(configs, harness, home=Path(home))
-    await federation.start()
+    await federation.start(wait=wait)
     return federation
 
 

@@ -2,17 +2,29 @@
 
 `UpstreamLink` is owned by a supervisor task: it connects with the official SDK client (stdio
 or Streamable HTTP), lists the tools, re-lists on ``notifications/tools/list_changed`` (or a
-2026-07-28 ``subscriptions/listen`` event) and on reconnect, and reconnects when a call finds
-the connection gone. It is the `McpUpstream` of the gateway's `McpExecutor`s (executors/mcp.py,
-which checks grants and maps every outcome): it hands out its session only for tools served
-under an approved pin, and a call to a tool withheld since it was served is refused
-(``stale``) or, when the upstream cannot be reached, ``unavailable`` — before anything is sent.
+2026-07-28 ``subscriptions/listen`` event) and on reconnect, and heals: a session that ends —
+a stdio server that exited, an HTTP server that restarted and no longer knows the session, a
+failed health check, a call that found the connection gone — is replaced by a new one (a
+respawned process, a new ``initialize``), at once after a long-lived session and with
+exponential backoff while the server keeps failing. Nobody waits for it: the gateway serves
+at once, and the upstream's tools join when its first listing arrives.
+
+It is the `McpUpstream` of the gateway's `McpExecutor`s (executors/mcp.py, which checks grants
+and maps every outcome): it hands out its session only for tools served under an approved
+pin, and a call to a tool withheld since it was served is refused (``stale``) or, when the
+upstream cannot be reached, ``unavailable`` — before anything is sent.
+
+A stdio server is started through `tether` on Linux, so it dies with the gateway even when
+the gateway is killed outright.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -21,17 +33,32 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 from anyio.abc import TaskStatus
-from mcp import Client, ClientSession, types
+from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.executors import ToolFailure
-from toolkeeper.executors.mcp import describe, list_tools, mcp_client
+from toolkeeper.executors.mcp import CallsInFlight, describe, list_tools, mcp_client
+from toolkeeper.gateway.upstreams import tether
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.gateway.upstreams.stderr import upstream_log
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.secrets.redaction import Redactor
 
 logger = logging.getLogger(__name__)
+
+logger = logging.getLogger(__name__)
+
+HEALTH_CHECK_SECONDS = 5.0
+"""How often an idle link pings its upstream: a stdio server that exited, or an HTTP server
+that restarted (and answers 404 for the old session), is found and replaced before a call
+has to find it."""
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 30.0
+"""Seconds before reconnecting after a session that failed or lived less than `BACKOFF_MAX`
+seconds: doubling from `BACKOFF_FIRST` while the upstream keeps failing, so a crash-looping
+server is not respawned in a tight loop."""
 
 
 class UpstreamLink:
@@ -56,12 +83,14 @@ class UpstreamLink:
         self.redactor = redactor
         """Where the credentials this upstream is given are registered, before it starts."""
         self.client: Client | None = None
+        self.calls: CallsInFlight | None = CallsInFlight()
+        """The calls running through this link, whose clients the upstream may reach."""
         self._log = Path(home) / "upstreams" / f"{name}.log"
         self._on_listing = on_listing
         self._served: dict[str, str] = {}  # tool name → pin hash it is served under
         self._lost = anyio.Event()  # set: end the current session
-        self._wake = anyio.Event()  # set: start a new session (or stop, when closing)
         self._changed = anyio.Event()  # fired whenever a session starts or ends
+        self._failures = 0  # sessions in a row that failed or ended young
         self._first_attempt = anyio.Event()
         self._relist = anyio.Event()
         self._reconnecting = anyio.Lock()
@@ -76,7 +105,6 @@ class UpstreamLink:
     def close(self) -> None:
         self._closing = True
         self._lost.set()
-        self._wake.set()
 
     async def refresh(self) -> None:
         if self.client is not None:
@@ -89,16 +117,23 @@ class UpstreamLink:
         await self._first_attempt.wait()
 
     async def supervise(self) -> None:
-        """Keep a session until closed: connect, serve until the connection is lost, then
-        wait for the next call to ask for a reconnect."""
+        """Keep a session until closed: connect, serve until the session ends, then connect
+        again — at once after a session that lived long, else after a growing pause."""
         while not self._closing:
             self._lost = anyio.Event()
+            started = anyio.current_time()
             await self._run_session()
             self._fire_changed()
             if self._closing:
                 return
-            await self._wake.wait()
-            self._wake = anyio.Event()
+            young = anyio.current_time() - started < BACKOFF_MAX
+            self._failures = self._failures + 1 if young else 0
+            pause = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self._failures - 1))
+            if self._failures:
+                logger.warning(
+                    "upstream %s: %s; connecting again in %.1f s", self.name, self.error, pause
+                )
+                await anyio.sleep(pause)
 
     async def _run_session(self) -> None:
         # Progress goes to the log as it happens: a slow upstream must not look like a hang.
@@ -125,6 +160,7 @@ class UpstreamLink:
                         len(self.listing or ()),
                     )
                     self._fire_changed()
+                    watchers.start_soon(self._check_health, client)
                     await self._lost.wait()
                     watchers.cancel_scope.cancel()
                     if not self._closing:
@@ -140,6 +176,8 @@ class UpstreamLink:
                 (time.perf_counter() - started) * 1000,
                 self.error,
             )
+            if self.listing is None:
+                self._on_listing(self)  # the federation names it unreachable
         finally:
             self.client = None
 
@@ -160,6 +198,18 @@ class UpstreamLink:
             netloc += f":{url.port}"
         return urlunsplit((url.scheme, netloc, url.path, "", ""))
 
+    async def _check_health(self, client: Client) -> None:
+        while True:
+            await anyio.sleep(HEALTH_CHECK_SECONDS)
+            try:
+                with anyio.fail_after(self.config.timeout):
+                    await _probe(client)
+            except Exception as exc:
+                self._failed(exc, "")
+                self.error = f"the health check failed: {self.error}"
+                self.lost()
+                return
+
     async def _client(self, stack: AsyncExitStack) -> Client:
         for credential in self.config.credentials(self.name):
             self.redactor.add(credential)
@@ -167,12 +217,14 @@ class UpstreamLink:
             "timeout": self.config.timeout,
             "message_handler": self._on_message,
             "client_name": "toolkeeper-gateway",
+            "calls": self.calls,
+            "mode": self.config.protocol,
         }
         if self.config.transport != "stdio":
             url, headers = str(self.config.url), self.config.resolved_headers(self.name)
             return mcp_client(stack, url=url, headers=headers, **options)
         errlog = await stack.enter_async_context(upstream_log(self._log, self.redactor))
-        stdio = self.config.stdio_parameters(self.name)
+        stdio = _tethered(self.config.stdio_parameters(self.name))
         return mcp_client(stack, stdio=stdio, errlog=errlog, **options)
 
     async def _list_and_report(self, client: Client) -> None:
@@ -222,7 +274,7 @@ class UpstreamLink:
         session = _session_of(client)
         if session is None:
             raise ToolFailure(
-                f"upstream {self.name!r} is unreachable: {self.error}",
+                f"upstream {self.name!r} is unreachable ({self._state()}): {self.error}",
                 category=ErrorCategory.UNAVAILABLE,
                 retryable=True,
                 effect_committed=False,
@@ -241,26 +293,52 @@ class UpstreamLink:
         return session
 
     def lost(self) -> None:
-        """The session is dead: stop handing it out and let the supervisor end it."""
+        """The session is dead: stop handing it out and let the supervisor replace it."""
         self.client = None
+        self.error = self.error or "a call found the connection gone"
         self._lost.set()
 
     def changed(self) -> None:
         self._relist.set()
 
     async def _reconnect(self) -> Client | None:
+        """The next session, waiting at most the connect timeout for the supervisor."""
         async with self._reconnecting:
             with anyio.move_on_after(self.config.timeout):
                 while self.client is None and not self._closing:
-                    changed = self._changed
-                    self._wake.set()
-                    await changed.wait()
+                    await self._changed.wait()
         return self.client
+
+    def _state(self) -> str:
+        if self._failures:
+            return f"{self._failures} failed attempt(s) in a row, reconnecting with backoff"
+        return "reconnecting"
 
     def _fire_changed(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
         self._first_attempt.set()
+
+
+async def _probe(client: Client) -> None:
+    """The cheapest request the connection's era has: ``ping`` on a 2025 session (removed in
+    2026-07-28), a bare ``server/discover`` on a 2026 connection (no state is adopted)."""
+    version = client.protocol_version
+    if version in MODERN_PROTOCOL_VERSIONS:
+        await client.session.send_discover(version)
+    else:
+        with warnings.catch_warnings():  # deprecated for 2026-07-28, which takes the other arm
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.send_ping()
+
+
+def _tethered(params: StdioServerParameters) -> StdioServerParameters:
+    """`params` started through `tether` on Linux (elsewhere unchanged: the SDK's own process
+    group still ends the server when the gateway closes the link)."""
+    if not sys.platform.startswith("linux"):
+        return params
+    args = ["-I", str(Path(tether.__file__)), str(os.getpid()), params.command, *params.args]
+    return params.model_copy(update={"command": sys.executable, "args": args})
 
 
 def _session_of(client: Client | None) -> ClientSession | None:
