@@ -571,6 +571,10 @@ def test_an_upstream_echoing_its_credential_leaks_it_nowhere(
     async def drive() -> None:
         with gateway_log.open("w", encoding="utf-8") as errlog:
             async with Client(stdio_client(parameters, errlog=errlog)) as client:
+                # The gateway serves at once; the upstream's tools join when it connects.
+                with anyio.fail_after(30):
+                    while "leaky.debug" not in {t.name for t in (await client.list_tools()).tools}:
+                        await anyio.sleep(0.1)
                 for name in ("fingerprint", "reveal", "refuse", "debug"):
                     result = await client.call_tool(f"leaky.{name}", {})
                     answers[name] = result.model_dump(mode="json", by_alias=True)
