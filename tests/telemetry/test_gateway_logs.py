@@ -131,6 +131,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         try:
             url = _url(process, log)
             anyio.run(_calls, url)
+            # The gateway serves before its upstreams connect: wait for both to report.
+            deadline = time.monotonic() + 30
+            while not (
+                "upstream fixture: connected" in (text := log.read_text())
+                and "upstream gone: failed" in text
+            ):
+                assert time.monotonic() < deadline, text
+                time.sleep(0.1)
             [metrics_url] = re.findall(r"serving Prometheus metrics on (\S+)", log.read_text())
             metrics = httpx.get(metrics_url).text
         finally:
