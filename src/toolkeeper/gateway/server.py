@@ -69,11 +69,12 @@ from toolkeeper.gateway.results import (
     tool_listing,
     withheld_result,
 )
-from toolkeeper.gateway.wire import sent_call, utf8_text
+from toolkeeper.gateway.wire import sent_call
 from toolkeeper.runtime import stages
 from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope, Status, ToolError
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.invocation import Principal, Proposal
+from toolkeeper.schema.document import utf8_text
 
 if TYPE_CHECKING:
     from toolkeeper.gateway.upstreams.federation import Federation

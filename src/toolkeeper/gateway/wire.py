@@ -101,11 +101,6 @@ def dump_message(message: JSONRPCMessage) -> str:
         return json.dumps(value, separators=(",", ":"))
 
 
-def utf8_text(text: str) -> str:
-    """`text` as UTF-8 can carry it: each lone surrogate written as its escape (``\\ud800``)."""
-    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _error(request_id: Any, code: int, message: str) -> JSONRPCError:
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
 

@@ -57,6 +57,7 @@ from toolkeeper.ledger.records import (
     LedgerEvent,
     RecordState,
 )
+from toolkeeper.schema.document import utf8_text
 
 RECORD_COLUMNS = (
     "request_id",
@@ -221,8 +222,7 @@ def _text(value: Any) -> Any:
     written as its escape (``\\ud800``, ``\\u0000``), so the stored row is faithful rather
     than refused. Escaped text maps to itself, so applying this twice is harmless."""
     if isinstance(value, str):
-        if not value.isascii():
-            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        value = utf8_text(value)
         if "\x00" in value:
             value = value.replace("\x00", "\\u0000")
     return value
