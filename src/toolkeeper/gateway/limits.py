@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MESSAGE_BYTES: Final = 2 * MIB
 """Twice the default argument limit: room for the envelope and for JSON escapes (a client
-that writes CJK text as ``\\uXXXX`` doubles it). Half the SDK's own 4 MiB, because the SDK
+that writes CJK text as ``\\u`` escapes doubles it). Half the SDK's own 4 MiB, because the SDK
 parses every body it accepts on the event loop, in time linear in its size (0.1–0.6 s for
 1.8 MB of small keys on a shared 2-core machine), and that stall is what other principals
 wait for (benchmarks/oversize_p99.py)."""
