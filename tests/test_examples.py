@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from toolkeeper.cli.demo import load_scenario
 from toolkeeper.ledger.sqlite import SQLiteLedger
@@ -57,3 +61,48 @@ def test_demo_command_prints_a_trace(tmp_path: Path) -> None:
     ).stdout
     assert "create_merge_request" in out and "policy_denied" in out
     assert "merge executor ran 0 time(s)" in out
+
+
+APPROVALS = ROOT / "examples" / "approvals"
+
+
+def answered(vendor: str, messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(call id or tool name, answer text) per call in `vendor`'s answer messages."""
+    if vendor == "anthropic_messages":
+        return [(b["tool_use_id"], b["content"][0]["text"]) for b in messages[0]["content"]]
+    if vendor == "openai_chat":
+        return [(m["tool_call_id"], m["content"]) for m in messages]
+    if vendor == "openai_responses":
+        return [(i["call_id"], i["output"]) for i in messages]
+    replies = [part["function_response"] for part in messages[0]["parts"]]
+    return [(r["name"], r["response"]["output"]["text"]) for r in replies]
+
+
+@pytest.mark.parametrize(
+    ("example", "call_id"),
+    [
+        ("anthropic_messages", "toolu_1"),
+        ("openai_chat", "call_1"),
+        ("openai_responses", "call_1"),
+        ("gemini", "cancel_order"),  # Gemini sent no id: the answer goes by name
+    ],
+)
+def test_approval_example_answers_the_model_with_the_approved_outcome(
+    example: str, call_id: str, tmp_path: Path
+) -> None:
+    # Twice, in one home: an approved cancellation never stands in for the next one.
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, str(APPROVALS / f"{example}.py")],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        [(answered_id, text)] = answered(example, json.loads(out))
+        assert answered_id == call_id
+        assert text.startswith("status: succeeded\n") and "approval_id: apr_" in text
+    ledger = SQLiteLedger(tmp_path / ".toolkeeper" / "approvals" / "ledger.db")
+    records = ledger.query(tool="cancel_order")
+    assert [(r.status, r.approval_id is not None) for r in records] == [("succeeded", True)] * 2
+    ledger.close()

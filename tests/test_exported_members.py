@@ -27,6 +27,7 @@ PUBLIC_API = [
     "ToolContract",
     "ToolError",
     "ToolFailure",
+    "ToolTurn",
     "ToolkeeperError",
     "__version__",
     "load_catalog",

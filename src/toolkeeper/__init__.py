@@ -11,7 +11,7 @@ envelopes, catch the exceptions. Everything else is public in the package of its
 
 import importlib.metadata
 
-from toolkeeper.adapters import run_tool_calls
+from toolkeeper.adapters import ToolTurn, run_tool_calls
 from toolkeeper.contract.functions import tool
 from toolkeeper.contract.model import Idempotency, SideEffect, ToolContract
 from toolkeeper.errors import (
@@ -68,6 +68,7 @@ __all__ = [
     "ToolContract",
     "ToolError",
     "ToolFailure",
+    "ToolTurn",
     "ToolkeeperError",
     "__version__",
     "load_catalog",

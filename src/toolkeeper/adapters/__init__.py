@@ -10,6 +10,9 @@ every proposal to the harness, whose pipeline is the one road to execution.
     messages += await adapters.run_tool_calls(harness, response, vendor="anthropic",
                                               principal=me)
 
+`run_tool_turn` answers the same way and keeps the turn (`ToolTurn`): its envelopes, the
+approvals it waits on, and `resume` to answer the model with a decided call's outcome.
+
 Render from the same contracts the harness resolves against (the principal's visible
 contracts): vendor names are a function of that set.
 """
@@ -22,7 +25,7 @@ from typing import Any
 
 from toolkeeper.adapters import anthropic, gemini, mcp, openai_chat, openai_responses
 from toolkeeper.adapters.report import IssueKind, RenderIssue, RenderReport
-from toolkeeper.adapters.turn import ToolRunner, batches, run_turn
+from toolkeeper.adapters.turn import ToolRunner, ToolTurn, batches, run_turn
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ConfigError
 from toolkeeper.runtime.envelope import ResultEnvelope
@@ -98,13 +101,28 @@ async def run_tool_calls(
 
     Consecutive read-only calls run concurrently; any other call runs alone, in the order
     the model gave (see `toolkeeper.adapters.turn`). Returns the messages to append; an
-    empty list when the model called no tool.
+    empty list when the model called no tool. `run_tool_turn` keeps the envelopes too.
     """
-    module = adapter(vendor)
-    proposals: list[Proposal] = module.parse(response, **parse_options)
+    turn = await run_tool_turn(
+        harness, response, vendor=vendor, principal=principal, session=session, **parse_options
+    )
+    return turn.messages
+
+
+async def run_tool_turn(
+    harness: ToolRunner,
+    response: Any,
+    *,
+    vendor: str,
+    principal: Principal,
+    session: str | None = None,
+    **parse_options: Any,
+) -> ToolTurn:
+    """`run_tool_calls`, answering with the whole `ToolTurn`: its `messages`, its
+    `envelopes`, the approvals it is `pending` on, and `resume` for after they are decided."""
+    proposals: list[Proposal] = adapter(vendor).parse(response, **parse_options)
     envelopes = await run_turn(harness, proposals, principal=principal, session=session)
-    messages: list[dict[str, Any]] = module.answer(list(zip(proposals, envelopes, strict=True)))
-    return messages
+    return ToolTurn(vendor, tuple(proposals), tuple(envelopes))
 
 
 __all__ = [
@@ -113,6 +131,7 @@ __all__ = [
     "RenderIssue",
     "RenderReport",
     "ToolRunner",
+    "ToolTurn",
     "adapter",
     "answer",
     "batches",
@@ -120,5 +139,6 @@ __all__ = [
     "render",
     "render_with_report",
     "run_tool_calls",
+    "run_tool_turn",
     "run_turn",
 ]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -56,6 +56,9 @@ from toolkeeper.runtime.registry import (
 )
 from toolkeeper.runtime.views import ToolViews, View, suggest
 from toolkeeper.secrets.providers import SecretBroker, default_broker
+
+if TYPE_CHECKING:
+    from toolkeeper.adapters.turn import ToolTurn
 
 HOOK_TIMEOUT = 30.0
 """Default seconds for a verifier, version reader or secret lookup of a contract without a
@@ -352,6 +355,23 @@ class Harness:
 
         return await run_tool_calls(
             self, response, vendor=vendor, principal=principal, session=session
+        )
+
+    async def run_tool_turn(
+        self,
+        response: Any,
+        *,
+        vendor: str,
+        principal: Principal,
+        session: str | None = None,
+        **parse_options: Any,
+    ) -> ToolTurn:
+        """`run_tool_calls`, keeping the whole turn: messages, envelopes, the approvals it
+        waits on, and `ToolTurn.resume` to answer the model once they are decided."""
+        from toolkeeper.adapters import run_tool_turn
+
+        return await run_tool_turn(
+            self, response, vendor=vendor, principal=principal, session=session, **parse_options
         )
 
     # -- approvals ---------------------------------------------------------------------
