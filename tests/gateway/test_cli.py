@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from gateway_support import ALICE, Gateway
 from toolkeeper.cli import main
 from toolkeeper.cli.serve import parse_address
 from toolkeeper.errors import ConfigError
+from toolkeeper.ledger.sqlite import SQLiteLedger
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -94,3 +96,25 @@ def test_serve_refuses_what_cannot_work(
     assert code == 2 and f"cannot listen on 127.0.0.1:{port}" in err
     code, _, err = run(capsys, "serve", str(tmp_path / "missing.toml"))
     assert code == 2 and "cannot read configuration" in err
+
+
+def test_each_cli_call_carries_its_own_call_id(
+    http_gateway: Gateway, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One connection per `call`: the JSON-RPC id repeats, the call id must not.
+    common = ("--url", http_gateway.url, "--token", ALICE)
+    ids = []
+    for _ in range(3):
+        code, out, _ = run(capsys, "call", "lookup", "item=kiwi", *common)
+        assert code == 0
+        [line] = [line for line in out.splitlines() if line.startswith("call_id: ")]
+        ids.append(line.removeprefix("call_id: "))
+    assert len(set(ids)) == 3 and all(i.startswith("cli-") for i in ids)
+    ledger = SQLiteLedger(http_gateway.home / "ledger.db")
+    try:
+        deadline = time.monotonic() + 10  # the gateway writes a read's row behind
+        while not set(ids) <= (recorded := {r.call_id for r in ledger.query(tool="lookup")}):
+            assert time.monotonic() < deadline, recorded
+            time.sleep(0.05)
+    finally:
+        ledger.close()

@@ -328,3 +328,22 @@ async def test_catalog_change_notifies_both_eras(
             assert "extra_tool" in by_name((await legacy.list_tools()).tools)
             assert "extra_tool" in by_name((await modern.list_tools()).tools)
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_client_names_its_call_in_meta(http_gateway: Gateway, mode: str) -> None:
+    """`_meta` ``toolkeeper.dev/call_id`` names the call (in the result and the ledger) over
+    the JSON-RPC id, which a client that connects per call repeats; without it the JSON-RPC
+    id stands; a call id that is not a short string is refused before anything runs."""
+    meta_key = "toolkeeper.dev/call_id"
+    async with http_client(http_gateway.url, ALICE, mode) as alice:
+        named = await alice.call_tool("lookup", {"item": "pears"}, meta={meta_key: "mine-1"})
+        plain = await alice.call_tool("lookup", {"item": "pears"})
+        for bad in (7, "", "x" * 257):
+            refused = await alice.call_tool("lookup", {"item": "pears"}, meta={meta_key: bad})
+            assert error(refused)["category"] == "invalid_argument"
+            assert meta_key in error(refused)["message"]
+    assert named.meta is not None and named.meta[meta_key] == "mine-1"
+    record = await ledger_record(http_gateway.home, named.meta["toolkeeper.dev/request_id"])
+    assert record.call_id == "mine-1"
+    assert plain.meta is not None and plain.meta[meta_key] not in ("mine-1", "")

@@ -19,13 +19,15 @@ import json
 import os
 import re
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from toolkeeper.adapters.mcp import CALL_ID_META
 from toolkeeper.cli.conventions import (
     FAILED,
     PENDING_APPROVAL,
@@ -38,7 +40,7 @@ from toolkeeper.errors import ConfigError, ToolkeeperError
 
 if TYPE_CHECKING:
     from mcp import Client
-    from mcp_types import CallToolResult
+    from mcp_types import CallToolResult, RequestParamsMeta
 
 DEFAULT_URL = "http://127.0.0.1:8765/mcp"
 DEMO_TOKEN = "toolkeeper-demo-editor"
@@ -229,7 +231,11 @@ async def _list_tools(args: argparse.Namespace) -> list[dict[str, Any]]:
 async def _call(args: argparse.Namespace, arguments: dict[str, Any]) -> CallToolResult:
     async with _connect(args) as client:
         await client.list_tools()  # the SDK validates structured results against listed schemas
-        return await client.call_tool(args.tool, arguments)
+        # Each invocation opens its own connection, so its JSON-RPC id is the same every
+        # time; the call names itself instead, and the ledger tells calls apart by it.
+        # RequestParamsMeta admits extra keys (PEP 728), which mypy does not read yet.
+        meta = cast("RequestParamsMeta", {CALL_ID_META: f"cli-{uuid.uuid4().hex}"})
+        return await client.call_tool(args.tool, arguments, meta=meta)
 
 
 @asynccontextmanager

@@ -54,6 +54,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolkeeper.adapters.mcp import CALL_ID_META
 from toolkeeper.artifacts.store import ArtifactError
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ApprovalError, LedgerError
@@ -102,6 +103,10 @@ retry that carries the same key (after a timeout, a lost connection, a gateway r
 replays the first call's outcome instead of running again. Without it a keyed tool's key is
 derived, and a 2025 client's derived key changes with its session."""
 MAX_IDEMPOTENCY_KEY = 256
+MAX_CALL_ID = 256
+"""Characters of a client's ``_meta`` ``toolkeeper.dev/call_id`` (`CALL_ID_META`): a client
+whose JSON-RPC ids repeat (one connection per call, as `toolkeeper call` makes) names each
+call there, and the gateway uses it instead of the JSON-RPC id."""
 
 
 class _Server(Server[dict[str, Any]]):
@@ -358,7 +363,8 @@ class GatewayServer:
             if name == RESUME_TOOL:
                 envelope = await self._resume(arguments, principal)
             else:
-                key = (params.meta or {}).get(IDEMPOTENCY_KEY_META)
+                meta = params.meta or {}
+                key, sent_id = meta.get(IDEMPOTENCY_KEY_META), meta.get(CALL_ID_META)
                 if key is not None and not (
                     isinstance(key, str) and 0 < len(key) <= MAX_IDEMPOTENCY_KEY
                 ):
@@ -369,9 +375,20 @@ class GatewayServer:
                         "Send one key per logical call, the same on every retry of it.",
                     )
                     return call_result(envelope)
+                if sent_id is not None and not (
+                    isinstance(sent_id, str) and 0 < len(sent_id) <= MAX_CALL_ID
+                ):
+                    envelope = refusal(
+                        ErrorCategory.INVALID_ARGUMENT,
+                        f"_meta {CALL_ID_META!r} must be a string of 1 to {MAX_CALL_ID} characters",
+                        "Send one id per call, or none to use the JSON-RPC request id.",
+                    )
+                    return call_result(envelope)
+                if sent_id is None and request_id is not None:
+                    sent_id = str(request_id)
                 # The call id travels on in the result and the ledger, both UTF-8: a lone
-                # surrogate in the JSON-RPC id is kept as its escape.
-                call_id = utf8_text(str(request_id)) if request_id is not None else uuid.uuid4().hex
+                # surrogate in it is kept as its escape.
+                call_id = utf8_text(sent_id) if sent_id is not None else uuid.uuid4().hex
                 proposal = Proposal(
                     call_id,
                     name,
