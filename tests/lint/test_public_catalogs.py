@@ -93,3 +93,73 @@ def test_public_catalogs_have_no_errors() -> None:
         if f.severity is Severity.ERROR
     ]
     assert errors == []
+
+
+@pytest.mark.parametrize(
+    ("catalog", "name", "code"),
+    [
+        ("mcp-server-filesystem.json", "move_file", "TK202"),  # "and can be used for simple"
+        ("mcp-server-filesystem.json", "move_file", "TK203"),  # "the operation will fail"
+        ("github-mcp-server.json", "delete_branch", "TK203"),  # "cannot be deleted"
+        ("mcp-server-filesystem.json", "read_file", "TK202"),  # "DEPRECATED: Use ... instead"
+    ],
+)
+def test_limits_and_retirement_count_as_guidance(catalog: str, name: str, code: str) -> None:
+    assert code not in [c for c, _ in fired(catalog, name)]
+
+
+def test_what_something_else_can_be_used_for_is_no_guidance() -> None:
+    """The everything server's annotatedMessage: 'Demonstrates how annotations can be used
+    to provide metadata' says what annotations are for, not when to call the tool."""
+    assert "TK202" in [c for c, _ in fired("mcp-server-everything.json", "annotatedMessage")]
+
+
+def test_a_tool_not_deprecated_still_needs_to_say_when_to_use_it() -> None:
+    current = tool("mcp-server-filesystem.json", "read_file")
+    current["description"] = "Read the complete contents of a file as text, in its encoding."
+    assert "TK202" in [f.code for f in lint_contract(from_mcp_tool(current))]
+
+
+def test_a_description_too_short_is_one_finding_that_says_what_it_lacks() -> None:
+    """mcp-server-git's git_checkout, 'Switches branches': one defect, one finding."""
+    findings = lint_contract(from_mcp_tool(tool("mcp-server-git.json", "git_checkout")))
+    [short] = [f for f in findings if f.code in ("TK201", "TK202", "TK203")]
+    assert short.code == "TK201"
+    assert "does not say when to use it or when not to" in short.message
+    assert "when to use it and when not to" in short.fix
+
+
+def test_a_long_enough_description_without_guidance_gets_both_findings() -> None:
+    longer = tool("mcp-server-git.json", "git_checkout")
+    longer["description"] = "Switches the working tree of the repository to another branch."
+    codes = [f.code for f in lint_contract(from_mcp_tool(longer))]
+    assert "TK201" not in codes and "TK202" in codes and "TK203" in codes
+
+
+@pytest.mark.parametrize(
+    ("name", "parameter"),
+    [
+        ("create_entities", "entities"),
+        ("create_relations", "relations"),
+        ("add_observations", "observations"),
+        ("delete_observations", "deletions"),
+    ],
+)
+def test_a_list_of_described_objects_is_described(name: str, parameter: str) -> None:
+    """The memory server's lists of entities, relations, observations: every field of an
+    entry is described, and the type says it is a list of them."""
+    assert ("TK308", f"/input_schema/properties/{parameter}") not in fired(
+        "mcp-server-memory.json", name
+    )
+
+
+def test_a_list_with_an_undescribed_field_or_of_plain_values_is_not() -> None:
+    entities = tool("mcp-server-memory.json", "create_entities")
+    item = entities["inputSchema"]["properties"]["entities"]["items"]
+    del item["properties"]["entityType"]["description"]
+    assert ("TK308", "/input_schema/properties/entities") in [
+        (f.code, f.path) for f in lint_contract(from_mcp_tool(entities))
+    ]
+    assert ("TK308", "/input_schema/properties/excludePatterns") in fired(
+        "mcp-server-filesystem.json", "directory_tree"
+    )

@@ -97,8 +97,8 @@ RULES: dict[str, Rule] = {
         Rule(
             "TK201",
             _W,
-            "description is missing or too short to choose the tool by",
-            "say what the tool does, to which object, with what result",
+            "description is missing or too short to choose the tool by (and what else it lacks)",
+            "say what the tool does, to which object, with what result; when to use it, and not",
         ),
         Rule(
             "TK202",

@@ -205,7 +205,7 @@ def _check_parameter(
             "give it a type (and an enum or format where the values are known)",
         )
     description = written.get("description") or schema.get("description")
-    if not description:
+    if not description and not _items_described(schema, root):
         yield finding(
             "TK308",
             ref,
@@ -236,6 +236,22 @@ def _check_parameter(
             f"parameter name {name!r} does not say what it holds",
             "use a self-describing name, e.g. 'query' rather than 'q', 'limit' rather than 'n'",
         )
+
+
+def _items_described(schema: dict[str, Any], root: dict[str, Any]) -> bool:
+    """Whether `schema` is a list of objects whose every field is described: the model reads
+    what each entry holds there, and the type says it is a list of them (the reference
+    memory server's ``entities``, the filesystem server's ``edits``). Not for a list of
+    plain values, whose meaning only a description can give."""
+    items = schema.get("items")
+    if schema.get("type") != "array" or not isinstance(items, dict):
+        return False
+    fields = _resolve(items, root)[0].get("properties")
+    return bool(fields) and all(
+        isinstance(field, dict)
+        and bool(field.get("description") or _resolve(field, root)[0].get("description"))
+        for field in fields.values()
+    )
 
 
 def check_output(contract: ToolContract, config: LintConfig) -> Iterator[Finding]:

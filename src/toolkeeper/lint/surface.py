@@ -48,16 +48,21 @@ _WHEN_TO_USE = re.compile(
     _NOT + r"\b(when to use|use (this |it )?(tool )?(when|whenever|to|for|if|with)"
     r"|when you (need|want)|(best|ideal|perfect|great|good|helpful|handy|essential|meant"
     r"|designed|intended) for|useful (for|when|to|if)|call (this|it|this tool) (when|whenever"
-    r"|to|if))\b|用于|适用于|时使用|使用此工具|使用该工具",
+    r"|to|if)|(this tool|this|it|and) can (also )?be used (for|to|when))\b"
+    r"|用于|适用于|时使用|使用此工具|使用该工具",
     re.IGNORECASE,
 )
 _WHEN_NOT_TO_USE = re.compile(
     r"\b((do not|don't|never|avoid) (use|call|using|calling)|not (for|intended|meant|suitable"
     r"|designed)|instead|rather than|deprecated|only (works|applies|supports|for|when|within"
-    r"|if|in)|cannot be used|limited to|unless)\b"
-    r"|不要使用|请勿|不适用|不能用于|而不是|改用|仅(用于|适用|支持|限)",
+    r"|if|in)|cannot be \w+|limited to|unless|will fail|fails (if|when|unless|for))\b"
+    r"|不要使用|请勿|不适用|不能用于|而不是|改用|仅(用于|适用|支持|限)|无法|会失败",
     re.IGNORECASE,
 )
+
+
+_DEPRECATED = re.compile(r"\bdeprecated\b|已弃用|已废弃", re.IGNORECASE)
+"""A description that retires its tool: its one use is none, and it names the successor."""
 
 
 def name_tokens(name: str) -> list[str]:
@@ -194,22 +199,38 @@ def count_words(text: str) -> int:
 
 
 def check_description(contract: ToolContract, config: LintConfig) -> Iterator[Finding]:
-    """TK201-TK204: present, says when to use and when not to, within the token budget."""
+    """TK201-TK204: present, says when to use and when not to, within the token budget.
+
+    A description too short to choose the tool by (TK201) is one defect, reported once: its
+    fix says what the description lacks — when to use the tool, when not to — instead of
+    TK202 and TK203 repeating it. A deprecated tool needs no "when to use": it is "never"."""
     ref, text = contract.ref, contract.description.strip()
     words = count_words(text)
+    no_when = not (contract.when_to_use or _WHEN_TO_USE.search(text) or _DEPRECATED.search(text))
+    no_when_not = not (contract.when_not_to_use or _WHEN_NOT_TO_USE.search(text))
     if words < config.min_description_words:
+        lacking = [
+            part
+            for part, lacks in (("when to use it", no_when), ("when not to", no_when_not))
+            if lacks
+        ]
         yield finding(
             "TK201",
             ref,
             "/description",
-            f"description {text!r} is {words} word{'s' if words != 1 else ''}, too short to "
-            "choose the tool by"
-            if text
-            else "description is empty",
+            (
+                f"description {text!r} is {words} word{'s' if words != 1 else ''}, too short "
+                "to choose the tool by"
+                if text
+                else "description is empty"
+            )
+            + (f"; it does not say {' or '.join(lacking)}" if lacking else ""),
             "say in one or two sentences what the tool does, to which object, with what result"
+            + (f", then {' and '.join(lacking)}" if lacking else "")
             + (" (the docstring's summary)" if origin_of(contract) is Origin.FUNCTION else ""),
         )
-    if not contract.when_to_use and not _WHEN_TO_USE.search(text):
+        no_when = no_when_not = False  # said in TK201's finding
+    if no_when:
         yield finding(
             "TK202",
             ref,
@@ -223,7 +244,7 @@ def check_description(contract: ToolContract, config: LintConfig) -> Iterator[Fi
                 "e.g. 'the user names a manuscript id and wants its metadata'",
             ),
         )
-    if not contract.when_not_to_use and not _WHEN_NOT_TO_USE.search(text):
+    if no_when_not:
         yield finding(
             "TK203",
             ref,
