@@ -205,15 +205,16 @@ def _check_parameter(
             "give it a type (and an enum or format where the values are known)",
         )
     description = written.get("description") or schema.get("description")
-    if not description and not _items_described(schema, root):
-        yield finding(
-            "TK308",
-            ref,
-            where,
-            f"parameter {name!r} has no description",
-            "describe its meaning, unit and format in one line, with an example value"
-            + (" (in the docstring's Args section)" if origin is Origin.FUNCTION else ""),
-        )
+    if not description:
+        if not _items_described(schema, root):
+            yield finding(
+                "TK308",
+                ref,
+                where,
+                f"parameter {name!r} has no description",
+                "describe its meaning, unit and format in one line, with an example value"
+                + (" (in the docstring's Args section)" if origin is Origin.FUNCTION else ""),
+            )
     elif (
         schema.get("type") == "string"
         and "enum" not in schema
@@ -247,10 +248,14 @@ def _items_described(schema: dict[str, Any], root: dict[str, Any]) -> bool:
     if schema.get("type") != "array" or not isinstance(items, dict):
         return False
     fields = _resolve(items, root)[0].get("properties")
-    return bool(fields) and all(
-        isinstance(field, dict)
-        and bool(field.get("description") or _resolve(field, root)[0].get("description"))
-        for field in fields.values()
+    return (
+        isinstance(fields, dict)
+        and bool(fields)
+        and all(
+            isinstance(field, dict)
+            and bool(field.get("description") or _resolve(field, root)[0].get("description"))
+            for field in fields.values()
+        )
     )
 
 
