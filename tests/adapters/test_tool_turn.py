@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from toolkeeper import Harness, Principal, Status, ToolTurn, tool
+from toolkeeper import ApprovalError, Harness, Principal, Status, ToolTurn, tool
 from toolkeeper.adapters import run_tool_calls, run_tool_turn
 
 pytestmark = pytest.mark.anyio
@@ -150,3 +150,26 @@ async def test_run_tool_calls_answers_with_the_turns_messages(shop: Harness) -> 
 async def test_a_turn_without_tool_calls_has_no_messages(shop: Harness) -> None:
     turn = await shop.run_tool_turn({"content": []}, vendor="anthropic", principal=ADA)
     assert (turn.proposals, turn.envelopes, turn.messages, turn.pending) == ((), (), [], ())
+
+
+async def test_resuming_a_held_turn_again_runs_nothing_twice(
+    shop: Harness, cancelled: list[str]
+) -> None:
+    """A turn resumed twice (a retry after a crash in the caller, say) answers both times
+    with the call's one outcome: an approval runs at most once."""
+    turn = await shop.run_tool_turn(RESPONSES["openai_chat"], vendor="openai_chat", principal=ADA)
+    shop.approvals.decide(turn.pending[0], "approve", by="support-lead")
+    first = await turn.resume(shop, principal=ADA)
+    second = await turn.resume(shop, principal=ADA)
+    assert cancelled == ["o-7"]
+    assert first.messages == second.messages
+
+
+async def test_only_the_proposing_principal_resumes_a_turn(
+    shop: Harness, cancelled: list[str]
+) -> None:
+    turn = await shop.run_tool_turn(RESPONSES["anthropic"], vendor="anthropic", principal=ADA)
+    shop.approvals.decide(turn.pending[0], "approve", by="support-lead")
+    with pytest.raises(ApprovalError):
+        await turn.resume(shop, principal=Principal("mallory", tenant="shop"))
+    assert cancelled == []

@@ -272,3 +272,29 @@ async def test_gateway_answers_odd_names_and_arguments_as_tool_errors(
     assert sorted(by_principal["alice"]) == sorted(escaped(name) for name in odd)
     assert by_principal["bob"] == ["lookup"]
     harness.close()
+
+
+@pytest.mark.anyio
+async def test_a_client_call_id_with_odd_text_is_kept_as_its_escape(
+    ledger: SQLLedger, tmp_path: Path
+) -> None:
+    """`_meta` ``toolkeeper.dev/call_id`` is client text like the JSON-RPC id: a lone
+    surrogate or NUL in it reaches the result and the ledger as its escape, never as a
+    protocol error or a wedged writer; and a call id of the wrong kind is refused."""
+    harness = open_harness(ledger, tmp_path)
+    register_tools(harness, [])
+    server = GatewayServer(harness, principal_of=lambda _request: ALICE)
+    meta_key = "toolkeeper.dev/call_id"
+    async with Client(server.lowlevel, mode="legacy") as client:
+        odd = await client.call_tool("lookup", {"text": "x"}, meta={meta_key: "mine-\ud800\x00"})
+        huge = await client.call_tool("lookup", {"text": "x"}, meta={meta_key: "x" * 10_000})
+        listed = await client.call_tool("lookup", {"text": "x"}, meta={meta_key: ["a"]})
+    assert not odd.is_error and odd.meta is not None
+    assert odd.meta[meta_key] == utf8_text("mine-\ud800\x00")
+    for refused in (huge, listed):
+        assert refused.is_error and refused.structured_content is not None
+        assert refused.structured_content["error"]["category"] == "invalid_argument"
+    harness.flush()
+    [record] = ledger.query(tool="lookup")
+    assert escaped(record.call_id) == escaped(utf8_text("mine-\ud800\x00"))
+    harness.close()
