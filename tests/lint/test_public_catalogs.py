@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from toolkeeper import tool as tool_decorator
+from toolkeeper.contract.functions import contract_of
 from toolkeeper.importers.catalog import load_catalog
 from toolkeeper.importers.formats import from_mcp_tool
 from toolkeeper.lint import Severity, lint_catalog, lint_contract
@@ -163,3 +165,17 @@ def test_a_list_with_an_undescribed_field_or_of_plain_values_is_not() -> None:
     assert ("TK308", "/input_schema/properties/excludePatterns") in fired(
         "mcp-server-filesystem.json", "directory_tree"
     )
+
+
+def test_a_short_docstring_is_told_which_lines_to_add() -> None:
+    """The folded fix is phrased for a decorated function: its docstring, not a field."""
+
+    @tool_decorator(side_effect="none")
+    def switch_branch(name: str) -> str:
+        """Switches branches."""
+        return name
+
+    [short] = [f for f in lint_contract(contract_of(switch_branch)) if f.code.startswith("TK20")]
+    assert short.code == "TK201"
+    assert "docstring's summary" in short.fix
+    assert "'Use when:' and 'Do not use when:' lines" in short.fix

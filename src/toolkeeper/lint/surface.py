@@ -225,9 +225,7 @@ def check_description(contract: ToolContract, config: LintConfig) -> Iterator[Fi
                 else "description is empty"
             )
             + (f"; it does not say {' or '.join(lacking)}" if lacking else ""),
-            "say in one or two sentences what the tool does, to which object, with what result"
-            + (f", then {' and '.join(lacking)}" if lacking else "")
-            + (" (the docstring's summary)" if origin_of(contract) is Origin.FUNCTION else ""),
+            _short_description_fix(contract, no_when, no_when_not),
         )
         no_when = no_when_not = False  # said in TK201's finding
     if no_when:
@@ -284,6 +282,27 @@ def _rename(contract: ToolContract) -> str:
     if origin is Origin.IMPORTED:
         return "rename it upstream, or show models another name with model_views.FAMILY.name"
     return "set id in the contract"
+
+
+def _short_description_fix(contract: ToolContract, no_when: bool, no_when_not: bool) -> str:
+    """TK201's fix, with what TK202 and TK203 would have asked folded in, phrased for where
+    the tool came from (as `_guidance` phrases theirs)."""
+
+    def lacking(when: str, when_not: str) -> str:
+        return " and ".join(
+            part for part, lacks in ((when, no_when), (when_not, no_when_not)) if lacks
+        )
+
+    what = "what the tool does, to which object, with what result"
+    origin = origin_of(contract)
+    if origin is Origin.FUNCTION:
+        lines = lacking("'Use when:'", "'Do not use when:'")
+        return f"say in the docstring's summary {what}" + (f"; add {lines} lines" if lines else "")
+    if origin is Origin.IMPORTED:
+        parts = lacking("when to use it", "when not to")
+        return f"say in one or two sentences {what}" + (f", then {parts}" if parts else "")
+    fields = lacking("when_to_use", "when_not_to_use")
+    return f"say in one or two sentences {what}" + (f"; set {fields}" if fields else "")
 
 
 def _guidance(contract: ToolContract, field: str, marker: str, what: str) -> str:
