@@ -1,0 +1,533 @@
+"""The CPython tier of Code Mode: a program in a fresh CPython under bubblewrap, its inner calls
+crossing to the host over a pipe.
+
+The sandbox (see docs/code-mode-cpython.md): no network, no host file but the interpreter's
+installation and ``/usr`` (read-only), a private size-bounded ``/tmp``, an empty environment,
+its own user, pid, IPC and UTS namespaces with every capability dropped, a seccomp filter that
+refuses new processes and ptrace, and rlimits for CPU, memory, file size, open files and
+processes. The whole sandbox is killed on timeout, cancellation or abort. Without bubblewrap
+nothing runs: `SandboxUnavailable`.
+
+The program's value is that of its last statement when that is an expression (as in Monty
+and a notebook cell), else None. It must be a JSON value. Each name in ``functions`` is a
+Python function in the program's globals; calling it sends a request frame to the host,
+which awaits ``call(HostCall(...))`` and answers. The host trusts no frame: it accepts only
+well-formed requests, for the names offered, with sequential ids, within `MAX_FRAME_BYTES`,
+and kills the program at the first other frame.
+
+Exceptions:
+
+    ToolkeeperError
+    ├── SandboxUnavailable   bubblewrap is missing or cannot create the sandbox here
+    └── Divergence           a replayed program made a different call than the one recorded
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import struct
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
+from toolkeeper.errors import ToolkeeperError
+
+MAX_FRAME_BYTES: Final = 4 * 1024 * 1024
+"""The largest frame the host reads from a program: one inner call's arguments or the
+program's value, as JSON. A larger one ends the program as a protocol violation."""
+TMP_BYTES: Final = 64 * 1024 * 1024
+"""Size of the program's private writable ``/tmp`` (RAM-backed, so bounded)."""
+FILE_BYTES: Final = 64 * 1024 * 1024
+"""The largest file the program may write (RLIMIT_FSIZE)."""
+OPEN_FILES: Final = 256
+"""Descriptors the program may hold open (RLIMIT_NOFILE)."""
+PROCESSES: Final = 64
+"""RLIMIT_NPROC. The kernel exempts a host running as root, so the seccomp filter, which
+refuses every new process, is what stops a fork bomb; the rlimit is a second wall elsewhere."""
+
+_RUNNER: Final = (Path(__file__).parent / "cpython_child.py").read_text(encoding="utf-8")
+_SANDBOX_UID: Final = "65534"
+_ENV: Final = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
+_GRACE_SECONDS: Final = 5.0
+
+CallHost = Callable[[HostCall], Awaitable[Any]]
+"""The host callback: answers one inner call, or raises `InnerCallError` or `Abort`."""
+
+
+class SandboxUnavailable(ToolkeeperError):
+    """Raised when bubblewrap is missing or cannot create the sandbox; nothing ran."""
+
+    def __init__(self, message: str, *, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+
+class Divergence(ToolkeeperError):
+    """Raised during a replay when the program's call at `position` differs from the one
+    recorded there: the program is not the one that was paused, so no recorded result may
+    answer it."""
+
+    def __init__(self, position: int, recorded: HostCall, made: HostCall):
+        super().__init__(
+            f"the program diverged from its recorded run at inner call {position}: recorded "
+            f"{_show(recorded)}, now {_show(made)}; run it afresh instead of resuming"
+        )
+        self.position = position
+        self.recorded = recorded
+        self.made = made
+
+
+def _show(call: HostCall) -> str:
+    arguments = [json.dumps(a, default=repr)[:80] for a in call.args]
+    arguments += [f"{k}={json.dumps(v, default=repr)[:80]}" for k, v in call.kwargs.items()]
+    return f"{call.name}({', '.join(arguments)})"
+
+
+@dataclass
+class Replay:
+    """Answers a resumed program's first inner calls from the record of its earlier run.
+
+    `recorded` holds, in call order, each call and what it returned — or the `InnerCallError`
+    it raised. ``Replay(recorded).wrap(live)`` is a callback for `run_cpython`: call ``i`` is
+    answered from ``recorded[i]`` if it is the same call (else `Divergence`), and calls past
+    the record go to ``live``. No recorded call reaches ``live`` again, so none is re-run.
+    """
+
+    recorded: Sequence[tuple[HostCall, Any]]
+    position: int = field(default=0, init=False)
+
+    def wrap(self, live: CallHost) -> CallHost:
+        async def replayed(made: HostCall) -> Any:
+            position = self.position
+            self.position += 1
+            if position >= len(self.recorded):
+                return await live(made)
+            recorded, outcome = self.recorded[position]
+            if _normal(recorded) != _normal(made):
+                raise Divergence(position, recorded, made)
+            if isinstance(outcome, InnerCallError):
+                raise InnerCallError(outcome.type_name, outcome.message, outcome.details)
+            return outcome
+
+        return replayed
+
+
+def _normal(call: HostCall) -> str:
+    """A call as the program would send it, so a recorded tuple equals a replayed list."""
+    return json.dumps([call.name, list(call.args), call.kwargs], sort_keys=True, default=repr)
+
+
+async def run_cpython(
+    code: str, *, functions: Sequence[str], call: CallHost, limits: CodeLimits
+) -> ProgramOutcome:
+    """Run `code` in a fresh sandboxed CPython; each name in `functions` calls `call`.
+
+    Returns the program's outcome — its own exception or an exceeded limit is an outcome
+    with `error_type` set. Raises `SandboxUnavailable` if the sandbox cannot start, `Abort`
+    if the callback aborted (the sandbox is killed first), and whatever else the callback
+    raised, likewise.
+    """
+    names = [_function_name(name) for name in functions]
+    run = _Run(code=code, functions=frozenset(names), call=call, limits=limits)
+    return await run.execute(names)
+
+
+def _function_name(name: str) -> str:
+    if not name.isidentifier() or name.startswith("__"):
+        raise ValueError(f"inner function name {name!r} is not a plain Python identifier")
+    return name
+
+
+class _ProgramEnded(Exception):
+    """Internal: the program must stop now with this outcome error."""
+
+    def __init__(self, error_type: str, message: str):
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+
+
+class _Run:
+    """One program's sandbox, its pipes and the inner calls in flight."""
+
+    def __init__(self, *, code: str, functions: frozenset[str], call: CallHost, limits: CodeLimits):
+        self.code = code
+        self.functions = functions
+        self.call = call
+        self.limits = limits
+        self.process: asyncio.subprocess.Process | None = None
+        self.frames: asyncio.StreamReader | None = None
+        self.answers: asyncio.StreamWriter | None = None
+        self.output = bytearray()
+        self.truncated = False
+        self.next_id = 0
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self.host_failure: BaseException | None = None
+        self.pump: asyncio.Task[None] | None = None
+
+    async def execute(self, names: list[str]) -> ProgramOutcome:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.limits.wall_seconds):
+                await self._start(loop)
+                assert self.process is not None and self.process.stdout is not None
+                self.pump = asyncio.create_task(self._pump(self.process.stdout))
+                await self._greet(names)
+                report = await self._serve()
+                await asyncio.gather(*self.in_flight)
+                if self.host_failure is not None:
+                    raise self.host_failure
+                await self.process.wait()
+                await self.pump
+            return self._outcome(report)
+        except TimeoutError:
+            if self.process is None:
+                raise SandboxUnavailable(
+                    f"the sandbox did not start within the wall-time limit "
+                    f"({self.limits.wall_seconds} s)"
+                ) from None
+            return self._failed(
+                "WallTimeLimitExceeded",
+                f"the program ran longer than its wall-time limit of {self.limits.wall_seconds} "
+                "s; raise CodeLimits.wall_seconds to give it longer",
+            )
+        except _ProgramEnded as ended:
+            return self._failed(ended.error_type, ended.message)
+        finally:
+            self._kill()
+            for task in self.in_flight:
+                task.cancel()
+            if self.pump is not None:
+                self.pump.cancel()
+            if self.answers is not None:
+                self.answers.close()
+            with contextlib.suppress(BaseException):
+                if self.process is not None:
+                    await asyncio.wait_for(self.process.wait(), _GRACE_SECONDS)
+
+    async def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        request_read, request_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        filter_read, filter_write = os.pipe()
+        child_fds = (request_write, answer_read, filter_read)
+        try:
+            os.write(filter_write, _seccomp_filter())
+            os.close(filter_write)
+            argv = _bwrap_argv(
+                filter_fd=filter_read, request_fd=request_write, answer_fd=answer_read
+            )
+            self.process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                pass_fds=child_fds,
+                env=dict(_ENV),
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(request_read)
+            os.close(answer_write)
+            raise
+        finally:
+            for fd in child_fds:
+                os.close(fd)
+        frames = self.frames = asyncio.StreamReader(limit=MAX_FRAME_BYTES + 4, loop=loop)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(frames), os.fdopen(request_read, "rb", 0)
+        )
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(loop), os.fdopen(answer_write, "wb", 0)
+        )
+        self.answers = asyncio.StreamWriter(transport, protocol, None, loop)
+
+    async def _greet(self, names: list[str]) -> None:
+        """Wait for the runner's hello — proof the sandbox started — and send the program."""
+        try:
+            hello = await self._frame()
+        except _ProgramEnded:
+            hello = None
+        if hello != {"op": "hello"}:
+            assert self.process is not None
+            self._kill()
+            await self.process.wait()
+            if self.pump is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(self.pump), _GRACE_SECONDS)
+            detail = bytes(self.output).decode("utf-8", "replace").strip()
+            raise SandboxUnavailable(
+                "the CPython sandbox could not start (bubblewrap exited with "
+                f"{self.process.returncode}): {detail or 'no output'}; Code Mode's CPython "
+                "tier needs bubblewrap with user namespaces — use the Monty tier instead",
+                detail=detail,
+            )
+        self._send(
+            {
+                "op": "start",
+                "code": self.code,
+                "functions": names,
+                "limits": {
+                    "RLIMIT_CPU": max(1, self.limits.cpu_seconds),
+                    "RLIMIT_AS": self.limits.memory_bytes,
+                    "RLIMIT_FSIZE": FILE_BYTES,
+                    "RLIMIT_NOFILE": OPEN_FILES,
+                    "RLIMIT_NPROC": PROCESSES,
+                    "RLIMIT_CORE": 0,
+                },
+            }
+        )
+
+    async def _serve(self) -> dict[str, Any]:
+        """Answer inner calls until the program reports how it ended."""
+        while True:
+            frame = await self._frame()
+            if frame.get("op") == "call":
+                self._accept(frame)
+                continue
+            if frame.get("op") in ("result", "raised"):
+                return self._final(frame)
+            self._violation(f"a frame with unknown op {str(frame.get('op'))[:40]!r}")
+
+    async def _frame(self) -> dict[str, Any]:
+        assert self.frames is not None
+        if self.host_failure is not None:
+            raise self.host_failure
+        try:
+            header = await self.frames.readexactly(4)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                self._violation("a truncated frame header")
+            raise await self._exited() from None
+        size = int.from_bytes(header, "big")
+        if size > MAX_FRAME_BYTES:
+            self._violation(
+                f"a frame of {size} bytes (the limit is {MAX_FRAME_BYTES}: one inner call's "
+                "arguments or the program's value, as JSON)"
+            )
+        try:
+            body = await self.frames.readexactly(size)
+        except asyncio.IncompleteReadError:
+            self._violation("a truncated frame")
+        try:
+            frame = json.loads(body)
+        except (ValueError, RecursionError):
+            self._violation("a frame that is not JSON")
+        if not isinstance(frame, dict):
+            self._violation("a frame that is not a JSON object")
+        return frame
+
+    def _accept(self, frame: dict[str, Any]) -> None:
+        name, args, kwargs = frame.get("name"), frame.get("args"), frame.get("kwargs")
+        if set(frame) != {"op", "id", "name", "args", "kwargs"}:
+            self._violation("a call frame with missing or extra fields")
+        if type(frame["id"]) is not int or frame["id"] != self.next_id:
+            self._violation(f"a call with id {frame['id']!r} where {self.next_id} was next")
+        if not isinstance(name, str) or name not in self.functions:
+            self._violation(f"a call to {str(name)[:80]!r}, which is not an offered function")
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            self._violation("a call whose args are not a list or kwargs not an object")
+        self.next_id += 1
+        if self.next_id > self.limits.max_inner_calls:
+            raise _ProgramEnded(
+                "InnerCallLimitExceeded",
+                f"the program made more than {self.limits.max_inner_calls} inner calls; raise "
+                "CodeLimits.max_inner_calls to allow more",
+            )
+        task = asyncio.create_task(self._answer(frame["id"], HostCall(name, tuple(args), kwargs)))
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
+
+    async def _answer(self, call_id: int, host_call: HostCall) -> None:
+        try:
+            try:
+                answer: dict[str, Any] = {"id": call_id, "value": await self.call(host_call)}
+            except InnerCallError as exc:
+                type_name = exc.type_name if exc.type_name.isidentifier() else "InnerCallError"
+                error = {"type": type_name, "message": exc.message, "details": exc.details}
+                answer = {"id": call_id, "error": error}
+            self._send(answer)
+        except BaseException as exc:
+            # Abort, a Divergence or a bug in the host: the program stops here, and the
+            # caller of run_cpython receives the exception once the sandbox is dead.
+            if self.host_failure is None:
+                self.host_failure = exc
+            self._kill()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.answers is not None
+        data = json.dumps(message, ensure_ascii=True).encode("ascii")
+        if not self.answers.is_closing():
+            self.answers.write(len(data).to_bytes(4, "big") + data)
+
+    def _final(self, frame: dict[str, Any]) -> dict[str, Any]:
+        if frame["op"] == "result" and set(frame) == {"op", "value"}:
+            return frame
+        if (
+            frame["op"] == "raised"
+            and set(frame) == {"op", "type", "message"}
+            and isinstance(frame["type"], str)
+            and isinstance(frame["message"], str)
+        ):
+            return frame
+        self._violation("a malformed final report")
+
+    async def _exited(self) -> BaseException:
+        """Why the program's pipe closed before it reported: the exception to raise."""
+        assert self.process is not None
+        await self.process.wait()
+        if self.host_failure is not None:
+            return self.host_failure
+        status = self.process.returncode
+        # bwrap exits with 128 + the signal that ended the program, as a shell does.
+        if status == 128 + signal.SIGXCPU:
+            return _ProgramEnded(
+                "CpuTimeLimitExceeded",
+                f"the program used more than its CPU-time limit of {self.limits.cpu_seconds} s; "
+                "raise CodeLimits.cpu_seconds to give it longer",
+            )
+        if status == 128 + signal.SIGKILL:
+            return _ProgramEnded(
+                "ProgramKilled",
+                "the program was killed: it passed the hard stop of its CPU-time limit "
+                f"({self.limits.cpu_seconds} s, CodeLimits.cpu_seconds) or exhausted memory "
+                f"({self.limits.memory_bytes} bytes, CodeLimits.memory_bytes)",
+            )
+        if status is not None and 128 < status < 128 + signal.NSIG:
+            cause = f"signal {signal.strsignal(status - 128)}"
+        else:
+            cause = f"exit status {status}"
+        return _ProgramEnded(
+            "ProgramCrashed", f"the program exited without reporting how it ended ({cause})"
+        )
+
+    def _violation(self, what: str) -> NoReturn:
+        raise _ProgramEnded(
+            "SandboxProtocolError",
+            f"the program sent {what} on the host channel; it was stopped",
+        )
+
+    async def _pump(self, stdout: asyncio.StreamReader) -> None:
+        """Keep the first `output_bytes` of the program's output and drain the rest."""
+        while chunk := await stdout.read(1 << 16):
+            room = self.limits.output_bytes - len(self.output)
+            if len(chunk) > room:
+                self.truncated = True
+            self.output += chunk[: max(room, 0)]
+
+    def _outcome(self, report: dict[str, Any]) -> ProgramOutcome:
+        if report["op"] == "result":
+            return ProgramOutcome(report["value"], self._stdout(), self.truncated, None, None)
+        error_type, message = report["type"], report["message"]
+        if error_type == "MemoryError":
+            error_type = "MemoryLimitExceeded"
+            message = (
+                f"the program ran out of memory under its limit of {self.limits.memory_bytes} "
+                f"bytes ({message}); raise CodeLimits.memory_bytes to give it more"
+            )
+        return self._failed(error_type, message)
+
+    def _failed(self, error_type: str, message: str) -> ProgramOutcome:
+        return ProgramOutcome(None, self._stdout(), self.truncated, message, error_type)
+
+    def _stdout(self) -> str:
+        return bytes(self.output).decode("utf-8", "replace")
+
+    def _kill(self) -> None:
+        """SIGKILL bubblewrap's process group; the pid namespace takes everything in it."""
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailable(
+            "Code Mode's CPython tier needs bubblewrap, and no bwrap executable is on PATH; "
+            "install it (apt-get install bubblewrap) or use the Monty tier"
+        )
+    python = os.path.realpath(sys.executable)
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
+    argv += ["--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID, "--cap-drop", "ALL"]
+    argv += ["--die-with-parent", "--new-session", "--clearenv"]
+    for name, value in _ENV.items():
+        argv += ["--setenv", name, value]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for root in sorted({os.path.realpath(sys.base_prefix), os.path.dirname(python)}):
+        if not root.startswith("/usr/"):
+            argv += ["--ro-bind", root, root]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    argv += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    argv += ["--seccomp", str(filter_fd), "--"]
+    return [*argv, python, "-I", "-S", "-X", "utf8", "-c", _RUNNER, str(request_fd), str(answer_fd)]
+
+
+# seccomp: the classic-BPF program bwrap installs before it runs the interpreter.
+_LD_W_ABS, _JEQ, _JSET, _JGE, _RET = 0x20, 0x15, 0x45, 0x35, 0x06
+_ALLOW, _KILL, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+_EPERM, _ENOSYS = 1, 38
+_CLONE_THREAD = 0x00010000
+
+
+@dataclass(frozen=True)
+class _Arch:
+    audit: int
+    refused: tuple[int, ...]
+    """Syscalls answered EPERM: new processes by fork/vfork, ptrace and reading or writing
+    another process's memory or descriptors."""
+    clone: int
+    clone3: int
+    x32: bool
+
+
+_ARCHES: Final = {
+    "x86_64": _Arch(0xC000003E, (57, 58, 101, 310, 311, 438), 56, 435, True),
+    "aarch64": _Arch(0xC00000B7, (117, 270, 271, 438), 220, 435, False),
+}
+
+
+def _seccomp_filter() -> bytes:
+    """Refuse new processes (threads stay allowed: a clone with CLONE_THREAD), ptrace and
+    cross-process memory access; clone3 answers ENOSYS so libc falls back to clone, whose
+    flags the filter can read. Any other architecture's syscalls kill the process."""
+    arch = _ARCHES.get(platform.machine())
+    if arch is None:
+        raise SandboxUnavailable(
+            f"Code Mode's CPython tier has no seccomp filter for {platform.machine()}; "
+            "use the Monty tier"
+        )
+    program: list[tuple[int, int, int, int]] = [(_LD_W_ABS, 0, 0, 4)]
+    program.append((_JEQ, 1, 0, arch.audit))
+    program.append((_RET, 0, 0, _KILL))
+    program.append((_LD_W_ABS, 0, 0, 0))
+    if arch.x32:
+        program.append((_JGE, 0, 1, 0x40000000))
+        program.append((_RET, 0, 0, _KILL))
+    for number in arch.refused:
+        program.append((_JEQ, 0, 1, number))
+        program.append((_RET, 0, 0, _ERRNO | _EPERM))
+    program.append((_JEQ, 0, 1, arch.clone3))
+    program.append((_RET, 0, 0, _ERRNO | _ENOSYS))
+    program.append((_JEQ, 0, 4, arch.clone))  # any other syscall: to the last instruction
+    program.append((_LD_W_ABS, 0, 0, 16))  # the low half of clone's flags argument
+    program.append((_JSET, 0, 1, _CLONE_THREAD))
+    program.append((_RET, 0, 0, _ALLOW))
+    program.append((_RET, 0, 0, _ERRNO | _EPERM))
+    program.append((_RET, 0, 0, _ALLOW))
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
