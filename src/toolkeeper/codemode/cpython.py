@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
+import marshal
 import os
 import platform
 import shutil
@@ -54,7 +56,16 @@ PROCESSES: Final = 64
 """RLIMIT_NPROC. The kernel exempts a host running as root, so the seccomp filter, which
 refuses every new process, is what stops a fork bomb; the rlimit is a second wall elsewhere."""
 
-_RUNNER: Final = (Path(__file__).parent / "cpython_child.py").read_text(encoding="utf-8")
+_BOOTSTRAP: Final = """import marshal, os, sys
+fd, size, code = int(sys.argv[2]), int(sys.argv[3]), b""
+while len(code) < size:
+    chunk = os.read(fd, size - len(code))
+    code += chunk if chunk else os._exit(70)
+exec(marshal.loads(code))
+"""
+"""What the sandboxed interpreter runs first: it reads the runner, compiled by the host, from
+the answer pipe. Compiling the runner's source in every sandbox would cost several ms of
+the start budget; the host compiles it once, for the same interpreter."""
 _SANDBOX_UID: Final = "65534"
 _ENV: Final = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
 _GRACE_SECONDS: Final = 5.0
@@ -249,6 +260,7 @@ class _Run:
             lambda: asyncio.streams.FlowControlMixin(loop), os.fdopen(answer_write, "wb", 0)
         )
         self.answers = asyncio.StreamWriter(transport, protocol, None, loop)
+        self.answers.write(_runner())
 
     async def _greet(self, names: list[str]) -> None:
         """Wait for the runner's hello — proof the sandbox started — and send the program."""
@@ -475,7 +487,15 @@ def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]
     argv += ["--dev", "/dev", "--proc", "/proc"]
     argv += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--chdir", "/tmp"]
     argv += ["--seccomp", str(filter_fd), "--"]
-    return [*argv, python, "-I", "-S", "-X", "utf8", "-c", _RUNNER, str(request_fd), str(answer_fd)]
+    argv += [python, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP]
+    return [*argv, str(request_fd), str(answer_fd), str(len(_runner()))]
+
+
+@functools.cache
+def _runner() -> bytes:
+    """The runner (cpython_child.py) as a marshalled code object for this interpreter."""
+    path = Path(__file__).parent / "cpython_child.py"
+    return marshal.dumps(compile(path.read_text(encoding="utf-8"), str(path), "exec"))
 
 
 # seccomp: the classic-BPF program bwrap installs before it runs the interpreter.
