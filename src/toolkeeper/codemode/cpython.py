@@ -184,8 +184,17 @@ class _Run:
         self.in_flight: set[asyncio.Task[None]] = set()
         self.host_failure: BaseException | None = None
         self.pump: asyncio.Task[None] | None = None
+        self.frames_transport: asyncio.ReadTransport | None = None
 
     async def execute(self, names: list[str]) -> ProgramOutcome:
+        try:
+            value, error_type, error = await self._drive(names)
+        finally:
+            await self._close()
+        return ProgramOutcome(value, self._stdout(), self.truncated, error, error_type)
+
+    async def _drive(self, names: list[str]) -> tuple[Any, str | None, str | None]:
+        """The program's value, or the type and message of the error that ended it."""
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.limits.wall_seconds):
@@ -198,32 +207,43 @@ class _Run:
                 if self.host_failure is not None:
                     raise self.host_failure
                 await self.process.wait()
-                await self.pump
-            return self._outcome(report)
         except TimeoutError:
             if self.process is None:
                 raise SandboxUnavailable(
                     f"the sandbox did not start within the wall-time limit "
                     f"({self.limits.wall_seconds} s)"
                 ) from None
-            return self._failed(
+            seconds = self.limits.wall_seconds
+            return (
+                None,
                 "WallTimeLimitExceeded",
-                f"the program ran longer than its wall-time limit of {self.limits.wall_seconds} "
-                "s; raise CodeLimits.wall_seconds to give it longer",
+                (
+                    f"the program ran longer than its wall-time limit of {seconds} s; raise "
+                    "CodeLimits.wall_seconds to give it longer"
+                ),
             )
         except _ProgramEnded as ended:
-            return self._failed(ended.error_type, ended.message)
-        finally:
-            self._kill()
-            for task in self.in_flight:
-                task.cancel()
-            if self.pump is not None:
-                self.pump.cancel()
-            if self.answers is not None:
-                self.answers.close()
+            return None, ended.error_type, ended.message
+        return self._reported(report)
+
+    async def _close(self) -> None:
+        """Kill the sandbox, stop the calls in flight, and release every pipe."""
+        self._kill()
+        for task in self.in_flight:
+            task.cancel()
+        if self.in_flight:
+            await asyncio.wait(self.in_flight, timeout=_GRACE_SECONDS)
+        if self.answers is not None:
+            self.answers.close()
+        with contextlib.suppress(BaseException):
+            if self.process is not None:
+                await asyncio.wait_for(self.process.wait(), _GRACE_SECONDS)
+        if self.pump is not None:
+            # The sandbox is dead, so its output ends: keep what is left in the pipe.
             with contextlib.suppress(BaseException):
-                if self.process is not None:
-                    await asyncio.wait_for(self.process.wait(), _GRACE_SECONDS)
+                await asyncio.wait_for(self.pump, _GRACE_SECONDS)
+        if self.frames_transport is not None:
+            self.frames_transport.close()
 
     async def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         request_read, request_write = os.pipe()
@@ -253,7 +273,7 @@ class _Run:
             for fd in child_fds:
                 os.close(fd)
         frames = self.frames = asyncio.StreamReader(limit=MAX_FRAME_BYTES + 4, loop=loop)
-        await loop.connect_read_pipe(
+        self.frames_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(frames), os.fdopen(request_read, "rb", 0)
         )
         transport, protocol = await loop.connect_write_pipe(
@@ -437,9 +457,9 @@ class _Run:
                 self.truncated = True
             self.output += chunk[: max(room, 0)]
 
-    def _outcome(self, report: dict[str, Any]) -> ProgramOutcome:
+    def _reported(self, report: dict[str, Any]) -> tuple[Any, str | None, str | None]:
         if report["op"] == "result":
-            return ProgramOutcome(report["value"], self._stdout(), self.truncated, None, None)
+            return report["value"], None, None
         error_type, message = report["type"], report["message"]
         if error_type == "MemoryError":
             error_type = "MemoryLimitExceeded"
@@ -447,10 +467,7 @@ class _Run:
                 f"the program ran out of memory under its limit of {self.limits.memory_bytes} "
                 f"bytes ({message}); raise CodeLimits.memory_bytes to give it more"
             )
-        return self._failed(error_type, message)
-
-    def _failed(self, error_type: str, message: str) -> ProgramOutcome:
-        return ProgramOutcome(None, self._stdout(), self.truncated, message, error_type)
+        return None, error_type, message
 
     def _stdout(self) -> str:
         return bytes(self.output).decode("utf-8", "replace")
