@@ -502,7 +502,7 @@ def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]
         if not root.startswith("/usr/"):
             argv += ["--ro-bind", root, root]
     argv += ["--dev", "/dev", "--proc", "/proc"]
-    argv += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    argv += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp"]
     argv += ["--seccomp", str(filter_fd), "--"]
     argv += [python, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP]
     return [*argv, str(request_fd), str(answer_fd), str(len(_runner()))]
