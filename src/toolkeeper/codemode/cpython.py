@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import keyword
 import marshal
 import os
 import platform
@@ -153,7 +154,8 @@ async def run_cpython(
 
 
 def _function_name(name: str) -> str:
-    if not name.isidentifier() or name.startswith("__"):
+    # Dunder names would replace the program's own globals (`__builtins__`, `__name__`).
+    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
         raise ValueError(f"inner function name {name!r} is not a plain Python identifier")
     return name
 
