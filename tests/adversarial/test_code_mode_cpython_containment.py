@@ -594,3 +594,18 @@ def test_toolkeeper_and_the_hosts_packages_cannot_be_imported() -> None:
 def test_signals_to_the_sandbox_pid_from_the_program_do_not_stop_the_host() -> None:
     outcome = sandbox(f"import os\nos.kill(1, {int(signal.SIGTERM)})\n'still here'")
     assert outcome.value == "still here"
+
+
+def test_a_recursion_bomb_ends_the_program_not_the_host() -> None:
+    code = "import sys\nsys.setrecursionlimit(10**8)\ndef down(n):\n    return down(n + 1)\ndown(0)"
+    # Millions of frames fill the memory limit; unwinding them is CPU work the CPU limit ends.
+    outcome = sandbox(code, cpu_seconds=2, memory_bytes=256 * MIB, wall_seconds=120)
+    assert outcome.error_type in (
+        "RecursionError",
+        "SystemError",
+        "MemoryLimitExceeded",
+        "CpuTimeLimitExceeded",
+        "ProgramKilled",
+        "ProgramCrashed",
+    )
+    assert outcome.value is None

@@ -322,6 +322,15 @@ def test_replay_compares_by_value_so_a_tuple_matches_the_list_the_program_sends(
     assert outcome.value == "ok"
 
 
+def test_replay_answers_gathered_calls_in_the_order_they_were_made() -> None:
+    recorded = [(HostCall("read", (n,), {}), f"recorded-{n}") for n in range(3)]
+    live = Recorder(lambda call: f"live-{call.args[0]}")
+    code = "import asyncio\nawait asyncio.gather(*(read(n) for n in range(4)))"
+    outcome = run(code, ["read"], Replay(recorded).wrap(live))
+    assert outcome.value == ["recorded-0", "recorded-1", "recorded-2", "live-3"]
+    assert live.calls == [HostCall("read", (3,), {})]
+
+
 # Failing closed without a sandbox
 
 

@@ -201,10 +201,14 @@ def _compile(source: str) -> Any:
 
 
 def _describe(exc: BaseException) -> dict[str, Any]:
-    import traceback
-
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<program>"]
-    where = f" (line {frames[-1].lineno})" if frames else ""
+    # A walk rather than the traceback module: after a runaway recursion the traceback has
+    # millions of entries, and formatting them would outlast every limit.
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<program>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    where = f" (line {line})" if line is not None else ""
     message = f"{exc}"[:_MAX_MESSAGE]
     return {"op": "raised", "type": type(exc).__name__, "message": message + where}
 
