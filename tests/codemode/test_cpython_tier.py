@@ -316,6 +316,24 @@ def test_replay_detects_a_program_that_diverged() -> None:
     assert live.calls == []
 
 
+def test_replay_detects_a_program_that_ended_before_its_recorded_calls() -> None:
+    recorded = [(HostCall("read", ("a",), {}), 1), (HostCall("write", ("b",), {}), 2)]
+    replaying = Replay(recorded).wrap(Recorder())
+    outcome = run("read('a')\n'done early'", ["read", "write"], replaying)
+    assert outcome.value == "done early"
+    with pytest.raises(Divergence, match="ended before it") as caught:
+        replaying.finish()
+    assert caught.value.position == 1 and caught.value.made is None
+
+
+def test_replay_finishes_cleanly_when_every_recorded_call_was_made() -> None:
+    recorded = [(HostCall("read", ("a",), {}), 1)]
+    replaying = Replay(recorded).wrap(Recorder(lambda call: 10))
+    assert run("read('a') + read('b')", ["read"], replaying).value == 11
+    replaying.finish()
+    assert replaying.position == 2
+
+
 def test_replay_compares_by_value_so_a_tuple_matches_the_list_the_program_sends() -> None:
     recorded = [(HostCall("put", ((1, 2),), {"tags": ("a",)}), "ok")]
     outcome = run("put([1, 2], tags=['a'])", ["put"], Replay(recorded).wrap(Recorder()))

@@ -19,7 +19,8 @@ Exceptions:
 
     ToolkeeperError
     ├── SandboxUnavailable   bubblewrap is missing or cannot create the sandbox here
-    └── Divergence           a replayed program made a different call than the one recorded
+    └── Divergence           a replayed program made another call than the one recorded, or
+                             ended before it
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import signal
 import struct
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -85,13 +86,14 @@ class SandboxUnavailable(ToolkeeperError):
 
 class Divergence(ToolkeeperError):
     """Raised during a replay when the program's call at `position` differs from the one
-    recorded there: the program is not the one that was paused, so no recorded result may
-    answer it."""
+    recorded there (`made` is None when the program ended before making it): the program is
+    not the one that was paused, so no recorded result may answer it."""
 
-    def __init__(self, position: int, recorded: HostCall, made: HostCall):
+    def __init__(self, position: int, recorded: HostCall, made: HostCall | None):
+        now = f"now {_show(made)}" if made is not None else "now the program ended before it"
         super().__init__(
             f"the program diverged from its recorded run at inner call {position}: recorded "
-            f"{_show(recorded)}, now {_show(made)}; run it afresh instead of resuming"
+            f"{_show(recorded)}, {now}; run it afresh instead of resuming"
         )
         self.position = position
         self.recorded = recorded
@@ -104,7 +106,7 @@ def _show(call: HostCall) -> str:
     return f"{call.name}({', '.join(arguments)})"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Replay:
     """Answers a resumed program's first inner calls from the record of its earlier run.
 
@@ -115,22 +117,37 @@ class Replay:
     """
 
     recorded: Sequence[tuple[HostCall, Any]]
-    position: int = field(default=0, init=False)
 
-    def wrap(self, live: CallHost) -> CallHost:
-        async def replayed(made: HostCall) -> Any:
-            position = self.position
-            self.position += 1
-            if position >= len(self.recorded):
-                return await live(made)
-            recorded, outcome = self.recorded[position]
-            if _normal(recorded) != _normal(made):
-                raise Divergence(position, recorded, made)
-            if isinstance(outcome, InnerCallError):
-                raise InnerCallError(outcome.type_name, outcome.message, outcome.details)
-            return outcome
+    def wrap(self, live: CallHost) -> Replaying:
+        """A fresh callback for one run of the program."""
+        return Replaying(self.recorded, live)
 
-        return replayed
+
+class Replaying:
+    """The callback `Replay.wrap` returns, for one run; `position` counts the calls made."""
+
+    def __init__(self, recorded: Sequence[tuple[HostCall, Any]], live: CallHost):
+        self.recorded = recorded
+        self.live = live
+        self.position = 0
+
+    async def __call__(self, made: HostCall) -> Any:
+        position = self.position
+        self.position += 1
+        if position >= len(self.recorded):
+            return await self.live(made)
+        recorded, outcome = self.recorded[position]
+        if _normal(recorded) != _normal(made):
+            raise Divergence(position, recorded, made)
+        if isinstance(outcome, InnerCallError):
+            raise InnerCallError(outcome.type_name, outcome.message, outcome.details)
+        return outcome
+
+    def finish(self) -> None:
+        """Raise `Divergence` if the program ended before making every recorded call; call
+        it once `run_cpython` returns."""
+        if self.position < len(self.recorded):
+            raise Divergence(self.position, self.recorded[self.position][0], None)
 
 
 def _normal(call: HostCall) -> str:
