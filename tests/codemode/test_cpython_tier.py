@@ -201,6 +201,16 @@ def test_gathered_calls_are_in_flight_together() -> None:
     assert most == 3
 
 
+def test_calls_work_in_the_programs_own_event_loops_and_after_them() -> None:
+    code = """
+import asyncio
+async def both(base):
+    return await asyncio.gather(get(base), get(base + 1))
+[asyncio.run(both(1)), get(10), asyncio.run(both(20)), get(30)]
+"""
+    assert run(code, ["get"], Recorder()).value == [[1, 2], 10, [20, 21], 30]
+
+
 def test_an_abort_kills_the_program_and_reaches_the_caller() -> None:
     recorder = Recorder()
 

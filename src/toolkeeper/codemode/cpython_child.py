@@ -111,6 +111,10 @@ class _Channel:
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         with self.lock:
+            if self.reader_loop is not None:
+                # Back from an event loop (the program's own asyncio.run): read blocking again.
+                os.set_blocking(self.in_fd, True)
+                self.reader_loop = None
             call_id = self.request(name, args, kwargs)
             answer = self.receive()
         return _unwrap(answer, call_id)
