@@ -5,13 +5,15 @@ Alternating, round after round, each timed from the call to its end:
 (t) `run_cpython` of a trivial program (``1``), to its outcome;
 (f) `run_cpython` of a program whose first statement is an inner call, to the moment the host
     callback receives that call;
+(w) the same with a spare `Sandbox` started beforehand (untimed), as a caller keeping one
+    spare would run it;
 (b) a bare ``bwrap --ro-bind / / true`` — bubblewrap alone;
 (p) a bare ``python -I -S -c pass`` — the interpreter alone;
 (s) the tier's own bubblewrap command line running ``python -I -S -c pass`` (no runner, no
     pipes): what the sandbox costs before toolkeeper's runner does anything.
 
 Goal (issue 13): the CPython tier starts in ≤ 50 ms on this machine, where bubblewrap alone
-takes ~19 ms. The script prints medians and the ratios (t/b, t/p, t/s, f/s); no thresholds are
+takes ~19 ms. The script prints medians and the ratios (t/b, t/p, t/s, f/s, w/f); no thresholds are
 checked. Medians, because the machine is shared: one busy round must not move the figure.
 
     python benchmarks/code_mode_cpython.py [--rounds 40]
@@ -27,7 +29,7 @@ import statistics
 import sys
 import time
 
-from toolkeeper.codemode.cpython import _bwrap_argv, _seccomp_filter, run_cpython
+from toolkeeper.codemode.cpython import Sandbox, _bwrap_argv, _seccomp_filter, run_cpython
 from toolkeeper.codemode.program import Abort, CodeLimits, HostCall
 
 LIMITS = CodeLimits(
@@ -50,16 +52,19 @@ async def trivial() -> float:
     return elapsed
 
 
-async def first_call() -> float:
+async def first_call(spare: bool = False) -> float:
     reached: list[float] = []
 
     async def first(_: HostCall) -> None:
         reached.append(time.perf_counter())
         raise Abort
 
+    sandbox = await Sandbox.start() if spare else None
     started = time.perf_counter()
     with contextlib.suppress(Abort):
-        await run_cpython("lookup('k')", functions=["lookup"], call=first, limits=LIMITS)
+        await run_cpython(
+            "lookup('k')", functions=["lookup"], call=first, limits=LIMITS, sandbox=sandbox
+        )
     return reached[0] - started
 
 
@@ -92,6 +97,7 @@ async def main(rounds: int) -> None:
     sides = {
         "t  run_cpython trivial program": trivial,
         "f  run_cpython to first inner call": first_call,
+        "w  ... with a spare sandbox started ahead": lambda: first_call(spare=True),
         "b  bare bwrap true": lambda: command("bwrap", "--ro-bind", "/", "/", "true"),
         "p  bare python -I -S -c pass": lambda: command(python, "-I", "-S", "-c", "pass"),
         "s  tier's bwrap + python -c pass": sandboxed_pass,
@@ -112,9 +118,11 @@ async def main(rounds: int) -> None:
     print(f"  trivial program / bare python         {median['t'] / median['p']:6.2f}x")
     print(f"  trivial program / sandbox + python    {median['t'] / median['s']:6.2f}x")
     print(f"  first inner call / sandbox + python   {median['f'] / median['s']:6.2f}x")
+    print(f"  first call, spare / first call, cold  {median['w'] / median['f']:6.2f}x")
     print(
         f"goal: CPython tier start <= 50 ms; trivial program {median['t']:.1f} ms, "
-        f"first inner call {median['f']:.1f} ms, load average {os.getloadavg()[0]:.1f}"
+        f"first inner call {median['f']:.1f} ms cold, {median['w']:.1f} ms with a spare "
+        f"sandbox; load average {os.getloadavg()[0]:.1f}"
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from toolkeeper.codemode.cpython import MAX_FRAME_BYTES, run_cpython
+from toolkeeper.codemode.cpython import MAX_FRAME_BYTES, Sandbox, run_cpython
 from toolkeeper.codemode.program import CodeLimits, HostCall, ProgramOutcome
 
 MIB = 1024 * 1024
@@ -609,3 +609,21 @@ def test_a_recursion_bomb_ends_the_program_not_the_host() -> None:
         "ProgramCrashed",
     )
     assert outcome.value is None
+
+
+def test_a_spare_sandbox_holds_nothing_of_an_earlier_program() -> None:
+    async def scenario() -> list[Any]:
+        first, second = await Sandbox.start(), await Sandbox.start()
+        values = []
+        for sandbox in (first, second):
+            code = (
+                "import os\nseen = sorted(os.listdir('/tmp'))\n"
+                "open('/tmp/left-behind', 'w').write('x')\nseen"
+            )
+            outcome = await run_cpython(
+                code, functions=[], call=Host(), limits=LIMITS, sandbox=sandbox
+            )
+            values.append(outcome.value)
+        return values
+
+    assert asyncio.run(scenario()) == [[], []]

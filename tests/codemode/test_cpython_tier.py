@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from toolkeeper.codemode.cpython import Divergence, Replay, SandboxUnavailable, run_cpython
+from toolkeeper.codemode.cpython import (
+    Divergence,
+    Replay,
+    Sandbox,
+    SandboxUnavailable,
+    run_cpython,
+)
 from toolkeeper.codemode.program import (
     Abort,
     CodeLimits,
@@ -357,6 +363,50 @@ def test_replay_answers_gathered_calls_in_the_order_they_were_made() -> None:
     outcome = run(code, ["read"], Replay(recorded).wrap(live))
     assert outcome.value == ["recorded-0", "recorded-1", "recorded-2", "live-3"]
     assert live.calls == [HostCall("read", (3,), {})]
+
+
+# A sandbox started ahead
+
+
+def test_a_sandbox_started_ahead_runs_one_program() -> None:
+    async def scenario() -> None:
+        sandbox = await Sandbox.start()
+        assert sandbox.alive
+        outcome = await run_cpython(
+            "print('hi')\nget(2)",
+            functions=["get"],
+            call=Recorder(),
+            limits=LIMITS,
+            sandbox=sandbox,
+        )
+        assert (outcome.value, outcome.stdout) == (2, "hi\n")
+        assert not sandbox.alive and sandbox.process.returncode is not None
+        with pytest.raises(ValueError, match="already ran a program"):
+            await run_cpython("1", functions=[], call=echo, limits=LIMITS, sandbox=sandbox)
+
+    asyncio.run(scenario())
+
+
+def test_a_dead_spare_is_replaced_by_a_fresh_sandbox() -> None:
+    async def scenario() -> None:
+        sandbox = await Sandbox.start()
+        sandbox.kill()
+        await sandbox.process.wait()
+        outcome = await run_cpython(
+            "6 * 7", functions=[], call=echo, limits=LIMITS, sandbox=sandbox
+        )
+        assert outcome.value == 42
+
+    asyncio.run(scenario())
+
+
+def test_an_unused_sandbox_is_closed_and_killed() -> None:
+    async def scenario() -> None:
+        sandbox = await Sandbox.start()
+        await sandbox.close()
+        assert sandbox.process.returncode is not None and not sandbox.alive
+
+    asyncio.run(scenario())
 
 
 # Failing closed without a sandbox

@@ -71,6 +71,10 @@ the start budget; the host compiles it once, for the same interpreter."""
 _SANDBOX_UID: Final = "65534"
 _ENV: Final = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
 _GRACE_SECONDS: Final = 5.0
+_HELLO: Final = b'{"op":"hello"}'
+MAX_ERROR_OUTPUT: Final = 64 * 1024
+"""What a sandbox keeps of its output before a program sets `CodeLimits.output_bytes`:
+bubblewrap's own error, if it fails to start."""
 
 CallHost = Callable[[HostCall], Awaitable[Any]]
 """The host callback: answers one inner call, or raises `InnerCallError` or `Abort`."""
@@ -156,9 +160,17 @@ def _normal(call: HostCall) -> str:
 
 
 async def run_cpython(
-    code: str, *, functions: Sequence[str], call: CallHost, limits: CodeLimits
+    code: str,
+    *,
+    functions: Sequence[str],
+    call: CallHost,
+    limits: CodeLimits,
+    sandbox: Sandbox | None = None,
 ) -> ProgramOutcome:
     """Run `code` in a fresh sandboxed CPython; each name in `functions` calls `call`.
+
+    `sandbox` is one started ahead with `Sandbox.start` (it takes the sandbox's start off the
+    program's time); without it, or if it has died, a new one starts here.
 
     Returns the program's outcome — its own exception or an exceeded limit is an outcome
     with `error_type` set. Raises `SandboxUnavailable` if the sandbox cannot start, `Abort`
@@ -167,7 +179,7 @@ async def run_cpython(
     """
     names = [_function_name(name) for name in functions]
     run = _Run(code=code, functions=frozenset(names), call=call, limits=limits)
-    return await run.execute(names)
+    return await run.execute(names, sandbox)
 
 
 def _function_name(name: str) -> str:
@@ -177,94 +189,37 @@ def _function_name(name: str) -> str:
     return name
 
 
-class _ProgramEnded(Exception):
-    """Internal: the program must stop now with this outcome error."""
+class Sandbox:
+    """A started CPython sandbox, its runner waiting for a program.
 
-    def __init__(self, error_type: str, message: str):
-        super().__init__(message)
-        self.error_type = error_type
-        self.message = message
+    ``await Sandbox.start()`` ahead of time, then hand it to one `run_cpython`, which closes
+    it; a sandbox never used is closed with `close`. Starting one is most of the tier's start
+    time (bubblewrap, namespaces, the interpreter), so a caller that keeps one spare runs
+    each program without waiting for it. Nothing of a program is in it before it is used.
+    """
 
-
-class _Run:
-    """One program's sandbox, its pipes and the inner calls in flight."""
-
-    def __init__(self, *, code: str, functions: frozenset[str], call: CallHost, limits: CodeLimits):
-        self.code = code
-        self.functions = functions
-        self.call = call
-        self.limits = limits
-        self.process: asyncio.subprocess.Process | None = None
-        self.frames: asyncio.StreamReader | None = None
-        self.answers: asyncio.StreamWriter | None = None
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        frames: asyncio.StreamReader,
+        frames_transport: asyncio.ReadTransport,
+        answers: asyncio.StreamWriter,
+    ):
+        self.process = process
+        self.frames = frames
+        self.frames_transport = frames_transport
+        self.answers = answers
         self.output = bytearray()
+        self.output_limit = MAX_ERROR_OUTPUT
         self.truncated = False
-        self.next_id = 0
-        self.in_flight: set[asyncio.Task[None]] = set()
-        self.host_failure: BaseException | None = None
-        self.pump: asyncio.Task[None] | None = None
-        self.frames_transport: asyncio.ReadTransport | None = None
+        self.used = False
+        assert process.stdout is not None
+        self.pump = asyncio.create_task(self._pump(process.stdout))
 
-    async def execute(self, names: list[str]) -> ProgramOutcome:
-        try:
-            value, error_type, error = await self._drive(names)
-        finally:
-            await self._close()
-        return ProgramOutcome(value, self._stdout(), self.truncated, error, error_type)
-
-    async def _drive(self, names: list[str]) -> tuple[Any, str | None, str | None]:
-        """The program's value, or the type and message of the error that ended it."""
+    @classmethod
+    async def start(cls) -> Sandbox:
+        """Start a sandbox and wait until its runner is up; `SandboxUnavailable` if it cannot."""
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(self.limits.wall_seconds):
-                await self._start(loop)
-                assert self.process is not None and self.process.stdout is not None
-                self.pump = asyncio.create_task(self._pump(self.process.stdout))
-                await self._greet(names)
-                report = await self._serve()
-                await asyncio.gather(*self.in_flight)
-                if self.host_failure is not None:
-                    raise self.host_failure
-                await self.process.wait()
-        except TimeoutError:
-            if self.process is None:
-                raise SandboxUnavailable(
-                    f"the sandbox did not start within the wall-time limit "
-                    f"({self.limits.wall_seconds} s)"
-                ) from None
-            seconds = self.limits.wall_seconds
-            return (
-                None,
-                "WallTimeLimitExceeded",
-                (
-                    f"the program ran longer than its wall-time limit of {seconds} s; raise "
-                    "CodeLimits.wall_seconds to give it longer"
-                ),
-            )
-        except _ProgramEnded as ended:
-            return None, ended.error_type, ended.message
-        return self._reported(report)
-
-    async def _close(self) -> None:
-        """Kill the sandbox, stop the calls in flight, and release every pipe."""
-        self._kill()
-        for task in self.in_flight:
-            task.cancel()
-        if self.in_flight:
-            await asyncio.wait(self.in_flight, timeout=_GRACE_SECONDS)
-        if self.answers is not None:
-            self.answers.close()
-        with contextlib.suppress(BaseException):
-            if self.process is not None:
-                await asyncio.wait_for(self.process.wait(), _GRACE_SECONDS)
-        if self.pump is not None:
-            # The sandbox is dead, so its output ends: keep what is left in the pipe.
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(self.pump, _GRACE_SECONDS)
-        if self.frames_transport is not None:
-            self.frames_transport.close()
-
-    async def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
         filter_read, filter_write = os.pipe()
@@ -275,7 +230,7 @@ class _Run:
             argv = _bwrap_argv(
                 filter_fd=filter_read, request_fd=request_write, answer_fd=answer_read
             )
-            self.process = await asyncio.create_subprocess_exec(
+            process = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -291,36 +246,160 @@ class _Run:
         finally:
             for fd in child_fds:
                 os.close(fd)
-        frames = self.frames = asyncio.StreamReader(limit=MAX_FRAME_BYTES + 4, loop=loop)
-        self.frames_transport, _ = await loop.connect_read_pipe(
+        frames = asyncio.StreamReader(limit=MAX_FRAME_BYTES + 4, loop=loop)
+        frames_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(frames), os.fdopen(request_read, "rb", 0)
         )
         transport, protocol = await loop.connect_write_pipe(
             lambda: asyncio.streams.FlowControlMixin(loop), os.fdopen(answer_write, "wb", 0)
         )
-        self.answers = asyncio.StreamWriter(transport, protocol, None, loop)
-        self.answers.write(_runner())
-
-    async def _greet(self, names: list[str]) -> None:
-        """Wait for the runner's hello — proof the sandbox started — and send the program."""
+        sandbox = cls(
+            process, frames, frames_transport, asyncio.StreamWriter(transport, protocol, None, loop)
+        )
         try:
-            hello = await self._frame()
-        except _ProgramEnded:
-            hello = None
-        if hello != {"op": "hello"}:
-            assert self.process is not None
-            self._kill()
-            await self.process.wait()
-            if self.pump is not None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(self.pump), _GRACE_SECONDS)
-            detail = bytes(self.output).decode("utf-8", "replace").strip()
-            raise SandboxUnavailable(
-                "the CPython sandbox could not start (bubblewrap exited with "
-                f"{self.process.returncode}): {detail or 'no output'}; Code Mode's CPython "
-                "tier needs bubblewrap with user namespaces — use the Monty tier instead",
-                detail=detail,
+            sandbox.answers.write(_runner())
+            await sandbox._hello()
+        except BaseException:
+            await sandbox.close()
+            raise
+        return sandbox
+
+    async def _hello(self) -> None:
+        """Wait for the runner's hello: proof the sandbox started."""
+        try:
+            header = await self.frames.readexactly(4)
+            hello = await self.frames.readexactly(int.from_bytes(header, "big"))
+        except asyncio.IncompleteReadError:
+            hello = b""
+        if hello == _HELLO:
+            return
+        self.kill()
+        await self.process.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.pump), _GRACE_SECONDS)
+        detail = bytes(self.output).decode("utf-8", "replace").strip()
+        raise SandboxUnavailable(
+            "the CPython sandbox could not start (bubblewrap exited with "
+            f"{self.process.returncode}): {detail or 'no output'}; Code Mode's CPython "
+            "tier needs bubblewrap with user namespaces — use the Monty tier instead",
+            detail=detail,
+        )
+
+    @property
+    def alive(self) -> bool:
+        """Whether the sandbox still waits for a program."""
+        return not self.used and self.process.returncode is None
+
+    def kill(self) -> None:
+        """SIGKILL bubblewrap's process group; the pid namespace takes everything in it."""
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    async def close(self) -> None:
+        """Kill the sandbox and release its pipes, keeping what it printed."""
+        self.used = True
+        self.kill()
+        self.answers.close()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(self.process.wait(), _GRACE_SECONDS)
+        # The sandbox is dead, so its output ends: keep what is left in the pipe.
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(self.pump, _GRACE_SECONDS)
+        self.pump.cancel()
+        self.frames_transport.close()
+
+    async def _pump(self, stdout: asyncio.StreamReader) -> None:
+        """Keep the first `output_limit` bytes of the output and drain the rest."""
+        while chunk := await stdout.read(1 << 16):
+            room = self.output_limit - len(self.output)
+            if len(chunk) > room:
+                self.truncated = True
+            self.output += chunk[: max(room, 0)]
+
+
+class _ProgramEnded(Exception):
+    """Internal: the program must stop now with this outcome error."""
+
+    def __init__(self, error_type: str, message: str):
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+
+
+class _Run:
+    """One program in its sandbox, and the inner calls in flight."""
+
+    def __init__(self, *, code: str, functions: frozenset[str], call: CallHost, limits: CodeLimits):
+        self.code = code
+        self.functions = functions
+        self.call = call
+        self.limits = limits
+        self.sandbox: Sandbox | None = None
+        self.next_id = 0
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self.host_failure: BaseException | None = None
+
+    async def execute(self, names: list[str], spare: Sandbox | None) -> ProgramOutcome:
+        try:
+            value, error_type, error = await self._drive(names, spare)
+        finally:
+            await self._close()
+        assert self.sandbox is not None
+        stdout = bytes(self.sandbox.output).decode("utf-8", "replace")
+        return ProgramOutcome(value, stdout, self.sandbox.truncated, error, error_type)
+
+    async def _drive(
+        self, names: list[str], spare: Sandbox | None
+    ) -> tuple[Any, str | None, str | None]:
+        """The program's value, or the type and message of the error that ended it."""
+        if spare is not None and spare.used:
+            raise ValueError("this Sandbox already ran a program; start a new one")
+        try:
+            async with asyncio.timeout(self.limits.wall_seconds):
+                if spare is not None and spare.alive:
+                    self.sandbox = spare
+                else:
+                    if spare is not None:
+                        await spare.close()
+                    self.sandbox = await Sandbox.start()
+                self.sandbox.used = True
+                self.sandbox.output_limit = self.limits.output_bytes
+                self._begin(names)
+                report = await self._serve()
+                await asyncio.gather(*self.in_flight)
+                if self.host_failure is not None:
+                    raise self.host_failure
+                await self.sandbox.process.wait()
+        except TimeoutError:
+            if self.sandbox is None:
+                raise SandboxUnavailable(
+                    f"the sandbox did not start within the wall-time limit "
+                    f"({self.limits.wall_seconds} s)"
+                ) from None
+            seconds = self.limits.wall_seconds
+            message = (
+                f"the program ran longer than its wall-time limit of {seconds} s; raise "
+                "CodeLimits.wall_seconds to give it longer"
             )
+            return None, "WallTimeLimitExceeded", message
+        except _ProgramEnded as ended:
+            return None, ended.error_type, ended.message
+        return self._reported(report)
+
+    async def _close(self) -> None:
+        """Kill the sandbox, stop the calls in flight, and release every pipe."""
+        if self.sandbox is not None:
+            self.sandbox.kill()
+        for task in self.in_flight:
+            task.cancel()
+        if self.in_flight:
+            await asyncio.wait(self.in_flight, timeout=_GRACE_SECONDS)
+        if self.sandbox is not None:
+            await self.sandbox.close()
+
+    def _begin(self, names: list[str]) -> None:
+        """Send the program, its functions and its rlimits to the waiting runner."""
         self._send(
             {
                 "op": "start",
@@ -349,11 +428,11 @@ class _Run:
             self._violation(f"a frame with unknown op {str(frame.get('op'))[:40]!r}")
 
     async def _frame(self) -> dict[str, Any]:
-        assert self.frames is not None
+        assert self.sandbox is not None
         if self.host_failure is not None:
             raise self.host_failure
         try:
-            header = await self.frames.readexactly(4)
+            header = await self.sandbox.frames.readexactly(4)
         except asyncio.IncompleteReadError as exc:
             if exc.partial:
                 self._violation("a truncated frame header")
@@ -365,7 +444,7 @@ class _Run:
                 "arguments or the program's value, as JSON)"
             )
         try:
-            body = await self.frames.readexactly(size)
+            body = await self.sandbox.frames.readexactly(size)
         except asyncio.IncompleteReadError:
             self._violation("a truncated frame")
         try:
@@ -411,15 +490,16 @@ class _Run:
             # caller of run_cpython receives the exception once the sandbox is dead.
             if self.host_failure is None:
                 self.host_failure = exc
-            self._kill()
+            assert self.sandbox is not None
+            self.sandbox.kill()
             if isinstance(exc, asyncio.CancelledError):
                 raise
 
     def _send(self, message: dict[str, Any]) -> None:
-        assert self.answers is not None
+        assert self.sandbox is not None
         data = json.dumps(message, ensure_ascii=True).encode("ascii")
-        if not self.answers.is_closing():
-            self.answers.write(len(data).to_bytes(4, "big") + data)
+        if not self.sandbox.answers.is_closing():
+            self.sandbox.answers.write(len(data).to_bytes(4, "big") + data)
 
     def _final(self, frame: dict[str, Any]) -> dict[str, Any]:
         if frame["op"] == "result" and set(frame) == {"op", "value"}:
@@ -435,11 +515,11 @@ class _Run:
 
     async def _exited(self) -> BaseException:
         """Why the program's pipe closed before it reported: the exception to raise."""
-        assert self.process is not None
-        await self.process.wait()
+        assert self.sandbox is not None
+        await self.sandbox.process.wait()
         if self.host_failure is not None:
             return self.host_failure
-        status = self.process.returncode
+        status = self.sandbox.process.returncode
         # bwrap exits with 128 + the signal that ended the program, as a shell does.
         if status == 128 + signal.SIGXCPU:
             return _ProgramEnded(
@@ -468,14 +548,6 @@ class _Run:
             f"the program sent {what} on the host channel; it was stopped",
         )
 
-    async def _pump(self, stdout: asyncio.StreamReader) -> None:
-        """Keep the first `output_bytes` of the program's output and drain the rest."""
-        while chunk := await stdout.read(1 << 16):
-            room = self.limits.output_bytes - len(self.output)
-            if len(chunk) > room:
-                self.truncated = True
-            self.output += chunk[: max(room, 0)]
-
     def _reported(self, report: dict[str, Any]) -> tuple[Any, str | None, str | None]:
         if report["op"] == "result":
             return report["value"], None, None
@@ -487,15 +559,6 @@ class _Run:
                 f"bytes ({message}); raise CodeLimits.memory_bytes to give it more"
             )
         return None, error_type, message
-
-    def _stdout(self) -> str:
-        return bytes(self.output).decode("utf-8", "replace")
-
-    def _kill(self) -> None:
-        """SIGKILL bubblewrap's process group; the pid namespace takes everything in it."""
-        if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
 
 
 def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]:
