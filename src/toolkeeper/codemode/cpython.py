@@ -6,7 +6,8 @@ installation and ``/usr`` (read-only), a private size-bounded ``/tmp``, an empty
 its own user, pid, IPC and UTS namespaces with every capability dropped, a seccomp filter that
 refuses new processes and ptrace, and rlimits for CPU, memory, file size, open files and
 processes. The whole sandbox is killed on timeout, cancellation or abort. Without bubblewrap
-nothing runs: `SandboxUnavailable`.
+nothing runs: `SandboxUnavailable`. A `Sandbox` can be started ahead of its program, which
+takes bubblewrap's and the interpreter's start off the program's time.
 
 The program's value is that of its last statement when that is an expression (as in Monty
 and a notebook cell), else None. It must be a JSON value. Each name in ``functions`` is a
