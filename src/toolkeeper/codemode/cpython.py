@@ -3,11 +3,12 @@ crossing to the host over a pipe.
 
 The sandbox (see docs/code-mode-cpython.md): no network, no host file but the interpreter's
 installation and ``/usr`` (read-only), a private size-bounded ``/tmp``, an empty environment,
-its own user, pid, IPC and UTS namespaces with every capability dropped, a seccomp filter that
-refuses new processes and ptrace, and rlimits for CPU, memory, file size, open files and
-processes. The whole sandbox is killed on timeout, cancellation or abort. Without bubblewrap
-nothing runs: `SandboxUnavailable`. A `Sandbox` can be started ahead of its program, which
-takes bubblewrap's and the interpreter's start off the program's time.
+its own user, mount, pid, network, IPC, UTS and cgroup namespaces with every capability
+dropped, a seccomp filter that refuses new processes and ptrace, and rlimits for CPU, memory,
+file size, open files and processes. The whole sandbox is killed on timeout, cancellation or
+abort. Without bubblewrap nothing runs: `SandboxUnavailable`. A `Sandbox` can be started
+ahead of its program, which takes bubblewrap's and the interpreter's start off the program's
+time.
 
 The program's value is that of its last statement when that is an expression (as in Monty
 and a notebook cell), else None. It must be a JSON value. Each name in ``functions`` is a
@@ -55,6 +56,9 @@ FILE_BYTES: Final = 64 * 1024 * 1024
 """The largest file the program may write (RLIMIT_FSIZE)."""
 OPEN_FILES: Final = 256
 """Descriptors the program may hold open (RLIMIT_NOFILE)."""
+MAX_ERROR_OUTPUT: Final = 64 * 1024
+"""What a sandbox keeps of its output before a program sets `CodeLimits.output_bytes`:
+bubblewrap's own error, if it fails to start."""
 PROCESSES: Final = 64
 """RLIMIT_NPROC. The kernel exempts a host running as root, so the seccomp filter, which
 refuses every new process, is what stops a fork bomb; the rlimit is a second wall elsewhere."""
@@ -73,9 +77,6 @@ _SANDBOX_UID: Final = "65534"
 _ENV: Final = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
 _GRACE_SECONDS: Final = 5.0
 _HELLO: Final = b'{"op":"hello"}'
-MAX_ERROR_OUTPUT: Final = 64 * 1024
-"""What a sandbox keeps of its output before a program sets `CodeLimits.output_bytes`:
-bubblewrap's own error, if it fails to start."""
 
 CallHost = Callable[[HostCall], Awaitable[Any]]
 """The host callback: answers one inner call, or raises `InnerCallError` or `Abort`."""
@@ -581,11 +582,16 @@ def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    # The interpreter's installation, read-only at its own path (after /tmp, so even an
+    # installation under /tmp shows through the private one).
+    bound: list[str] = []
     for root in sorted({os.path.realpath(sys.base_prefix), os.path.dirname(python)}):
-        if not root.startswith("/usr/"):
+        inside = [r for r in ["/usr", *bound] if root == r or root.startswith(r + "/")]
+        if not inside:
             argv += ["--ro-bind", root, root]
-    argv += ["--dev", "/dev", "--proc", "/proc"]
-    argv += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp"]
+            bound.append(root)
+    argv += ["--remount-ro", "/", "--chdir", "/tmp"]
     argv += ["--seccomp", str(filter_fd), "--"]
     argv += [python, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP]
     return [*argv, str(request_fd), str(answer_fd), str(len(_runner()))]
