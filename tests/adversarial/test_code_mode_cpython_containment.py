@@ -81,11 +81,24 @@ def host_secret(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 # Files outside the private /tmp
 
 
-@pytest.mark.parametrize(
-    "path", ["/etc/shadow", "/etc/passwd", "/work/tools/HELPERS.md", "/root/.bash_history"]
-)
+HOST_FILES = [
+    "/etc/shadow",
+    "/etc/passwd",
+    "/etc/hostname",
+    str(Path(__file__).resolve()),
+    str(Path(__file__).resolve().parents[2] / "pyproject.toml"),
+    str(Path.home() / ".bashrc"),
+]
+
+
+@pytest.mark.parametrize("path", HOST_FILES)
 def test_host_files_are_not_there(path: str) -> None:
     assert attempt(error_of(f"open({path!r}).read()")) == "FileNotFoundError"
+
+
+def test_the_host_files_tried_exist_on_the_host() -> None:
+    # Otherwise "not found in the sandbox" would prove nothing.
+    assert sum(Path(path).is_file() for path in HOST_FILES) >= 4
 
 
 def test_the_host_working_tree_is_not_there() -> None:
