@@ -186,6 +186,20 @@ def test_arguments_that_are_not_json_raise_type_error_in_the_program() -> None:
     assert recorder.calls == []
 
 
+def test_arguments_that_failed_to_encode_are_not_kept_alive() -> None:
+    # Each attempt holds 40 MB; were failed attempts kept, ten would pass the memory limit.
+    code = """
+for attempt in range(10):
+    try:
+        get(['x' * (40 * 1024 * 1024), {attempt}])
+    except TypeError:
+        pass
+get('still fine')
+"""
+    outcome = run(code, ["get"], Recorder(), memory_bytes=384 * MIB)
+    assert outcome.error is None and outcome.value == "still fine"
+
+
 def test_gathered_calls_are_in_flight_together() -> None:
     in_flight = 0
     most = 0

@@ -1,8 +1,9 @@
 """The runner inside the CPython sandbox: it receives the program over a pipe, sets the rlimits,
 gives the program one Python function per inner call, runs it and reports how it ended.
 
-The host passes this file's text to ``python -I -S -c`` inside bubblewrap, where nothing of
-toolkeeper is importable, so it uses the standard library only — and only its cheapest parts:
+The host compiles this file once and sends the code object down the answer pipe to a
+bootstrap run with ``python -I -S -c`` inside bubblewrap, where nothing of toolkeeper is
+importable; so the runner uses the standard library only — and only its cheapest parts:
 the ``json`` package imports ``re`` (10–30 ms here, half the tier's start budget), so frames
 are encoded with the C accelerator ``_json`` directly, and ``asyncio`` is imported only by a
 program that awaits.
@@ -53,8 +54,11 @@ def _not_json(value: object) -> Any:
 
 
 _scan = _json.make_scanner(_DecodeContext)  # type: ignore[arg-type]  # duck-typed context
+_markers: dict[int, object] = {}
+"""The encoder's cycle detection; cleared before each frame, since an encoding that failed
+part-way (a set among the arguments) leaves its containers in it, alive."""
 _encode = _json.make_encoder(
-    {}, _not_json, _json.encode_basestring_ascii, None, ":", ",", False, False, True
+    _markers, _not_json, _json.encode_basestring_ascii, None, ":", ",", False, False, True
 )
 
 
@@ -71,6 +75,7 @@ class _Channel:
         self.reader_loop: Any = None
 
     def send(self, message: dict[str, Any]) -> None:
+        _markers.clear()
         data = "".join(_encode(message, 0)).encode("ascii")
         frame = len(data).to_bytes(4, "big") + data
         while frame:
