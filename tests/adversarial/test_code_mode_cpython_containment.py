@@ -388,8 +388,8 @@ started
     assert 1 <= started < 5000
 
 
-def _sandbox_processes() -> set[int]:
-    """Host pids of processes running toolkeeper's sandbox bootstrap."""
+def _sandbox_processes(*, with_bwrap: bool = False) -> set[int]:
+    """Host pids of processes running toolkeeper's sandbox bootstrap (and their bwrap)."""
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -397,7 +397,9 @@ def _sandbox_processes() -> set[int]:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"exec(marshal.loads(code))" in cmdline and b"--unshare-all" not in cmdline:
+            if b"exec(marshal.loads(code))" in cmdline and (
+                with_bwrap or b"--unshare-all" not in cmdline
+            ):
                 found.add(int(entry.name))
     return found
 
@@ -445,6 +447,23 @@ def test_the_whole_sandbox_dies_when_the_caller_is_cancelled() -> None:
     asyncio.run(scenario())
     assert len(seen[0]) >= 1
     assert not (_sandbox_processes() & seen[0])
+
+
+@pytest.mark.parametrize("delay", [0, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1])
+def test_cancelling_at_any_point_of_the_start_leaves_no_process(delay: float) -> None:
+    before = _sandbox_processes(with_bwrap=True)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(
+            run_cpython("import time\ntime.sleep(30)", functions=[], call=Host(), limits=LIMITS)
+        )
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert _sandbox_processes(with_bwrap=True) - before == set()
 
 
 # Resource exhaustion

@@ -221,14 +221,28 @@ class Sandbox:
     @classmethod
     async def start(cls) -> Sandbox:
         """Start a sandbox and wait until its runner is up; `SandboxUnavailable` if it cannot."""
+        starting = asyncio.create_task(cls._start())
+        try:
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # Killed mid-setup, bubblewrap can orphan its namespace's init: the init sets its
+            # parent-death signal only after the clone. So a cancelled start finishes first
+            # (bounded), and then the sandbox is killed whole.
+            with contextlib.suppress(BaseException):
+                sandbox = await asyncio.wait_for(starting, _GRACE_SECONDS)
+                await sandbox.close()
+            raise
+
+    @classmethod
+    async def _start(cls) -> Sandbox:
         loop = asyncio.get_running_loop()
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
         filter_read, filter_write = os.pipe()
         child_fds = (request_write, answer_read, filter_read)
         try:
-            os.write(filter_write, _seccomp_filter())
-            os.close(filter_write)
+            with open(filter_write, "wb", closefd=True) as filter_file:
+                filter_file.write(_seccomp_filter())
             argv = _bwrap_argv(
                 filter_fd=filter_read, request_fd=request_write, answer_fd=answer_read
             )
@@ -248,16 +262,24 @@ class Sandbox:
         finally:
             for fd in child_fds:
                 os.close(fd)
-        frames = asyncio.StreamReader(limit=MAX_FRAME_BYTES + 4, loop=loop)
-        frames_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(frames), os.fdopen(request_read, "rb", 0)
-        )
-        transport, protocol = await loop.connect_write_pipe(
-            lambda: asyncio.streams.FlowControlMixin(loop), os.fdopen(answer_write, "wb", 0)
-        )
-        sandbox = cls(
-            process, frames, frames_transport, asyncio.StreamWriter(transport, protocol, None, loop)
-        )
+        requests, answers = os.fdopen(request_read, "rb", 0), os.fdopen(answer_write, "wb", 0)
+        try:
+            frames = asyncio.StreamReader(limit=MAX_FRAME_BYTES + 4, loop=loop)
+            frames_transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(frames), requests
+            )
+            transport, protocol = await loop.connect_write_pipe(
+                lambda: asyncio.streams.FlowControlMixin(loop), answers
+            )
+        except BaseException:
+            # Cancelled (or failed) between the spawn and the pipes: nothing may outlive it.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            requests.close()
+            answers.close()
+            raise
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        sandbox = cls(process, frames, frames_transport, writer)
         try:
             sandbox.answers.write(_runner())
             await sandbox._hello()
