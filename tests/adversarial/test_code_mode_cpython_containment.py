@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from toolkeeper.codemode.cpython import MAX_FRAME_BYTES, Sandbox, run_cpython
-from toolkeeper.codemode.program import CodeLimits, HostCall, ProgramOutcome
+from toolkeeper.codemode.program import Abort, CodeLimits, HostCall, ProgramOutcome
 
 MIB = 1024 * 1024
 LIMITS = CodeLimits(
@@ -446,6 +446,20 @@ def test_the_whole_sandbox_dies_when_the_caller_is_cancelled() -> None:
 
     asyncio.run(scenario())
     assert len(seen[0]) >= 3  # bubblewrap, its namespace's init, the interpreter
+    assert not (_sandbox_processes(with_bwrap=True) & seen[0])
+
+
+def test_the_whole_sandbox_dies_on_abort() -> None:
+    before = _sandbox_processes(with_bwrap=True)
+    seen: list[set[int]] = []
+
+    async def pause(call: HostCall) -> str:
+        seen.append(_sandbox_processes(with_bwrap=True) - before)
+        raise Abort
+
+    with pytest.raises(Abort):
+        sandbox("lookup()\nwhile True:\n    pass", host=pause)
+    assert len(seen[0]) >= 3
     assert not (_sandbox_processes(with_bwrap=True) & seen[0])
 
 
