@@ -55,9 +55,11 @@ def sandbox(
     return asyncio.run(run_cpython(code, functions=functions, call=call, limits=chosen))
 
 
-def attempt(code: str, **limits: Any) -> Any:
+def attempt(
+    code: str, host: Callable[[HostCall], Awaitable[Any]] | None = None, **limits: Any
+) -> Any:
     """The value of a program that must end normally, reporting what its attempt met."""
-    outcome = sandbox(code, **limits)
+    outcome = sandbox(code, host=host, **limits)
     assert outcome.error is None, outcome
     return outcome.value
 
@@ -578,11 +580,29 @@ def test_a_huge_frame_header_is_refused_before_reading() -> None:
     assert outcome.error is not None and str(MAX_FRAME_BYTES) in outcome.error
 
 
-def test_a_frame_over_the_limit_is_refused_even_if_sent() -> None:
-    code = "lookup('x' * (5 * 1024 * 1024))"
+def test_a_frame_over_the_limit_written_raw_is_refused_unread() -> None:
     host = Host()
+    code = (
+        f"import os, sys\nbody = b'x' * {MAX_FRAME_BYTES + 1}\n"
+        "os.write(int(sys.argv[1]), len(body).to_bytes(4, 'big'))\n"
+        "os.write(int(sys.argv[1]), body)\nos._exit(0)"
+    )
     outcome = sandbox(code, host=host)
     assert outcome.error_type == "SandboxProtocolError" and host.calls == []
+    assert outcome.error is not None and f"a frame of {MAX_FRAME_BYTES + 1} bytes" in outcome.error
+
+
+def test_arguments_over_the_frame_limit_are_refused_in_the_program() -> None:
+    host = Host()
+    code = error_of("lookup('x' * (5 * 1024 * 1024))")
+    assert attempt(code, host=host) == "ValueError"
+    assert host.calls == []
+
+
+def test_a_value_over_the_frame_limit_is_a_clear_error() -> None:
+    outcome = sandbox("'x' * (5 * 1024 * 1024)")
+    assert outcome.error_type == "ValueError"
+    assert outcome.error is not None and "return a summary" in outcome.error
 
 
 def test_raw_frames_cannot_bypass_the_inner_call_limit() -> None:

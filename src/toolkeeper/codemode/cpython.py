@@ -429,6 +429,7 @@ class _Run:
                 "op": "start",
                 "code": self.code,
                 "functions": names,
+                "max_frame": MAX_FRAME_BYTES,
                 "limits": {
                     "RLIMIT_CPU": max(1, self.limits.cpu_seconds),
                     "RLIMIT_AS": self.limits.memory_bytes,

@@ -62,6 +62,10 @@ _encode = _json.make_encoder(
 )
 
 
+class _FrameTooLarge(ValueError):
+    """A frame over the host's limit, refused before it is sent."""
+
+
 class _Channel:
     """The two pipes to the host: requests out, answers in."""
 
@@ -71,13 +75,18 @@ class _Channel:
         self.buffer = b""
         self.lock = _thread.allocate_lock()
         self.next_id = 0
+        self.max_frame = 1 << 20  # until the host's start frame names its limit
         self.futures: dict[int, Any] = {}
         self.reader_loop: Any = None
 
     def send(self, message: dict[str, Any]) -> None:
         _markers.clear()
         data = "".join(_encode(message, 0)).encode("ascii")
-        frame = len(data).to_bytes(4, "big") + data
+        if len(data) > self.max_frame:
+            # The host would stop the program for such a frame; refusing it here lets the
+            # program see why, and do with less.
+            raise _FrameTooLarge(f"{len(data)} bytes as JSON, over the limit of {self.max_frame}")
+        frame = memoryview(len(data).to_bytes(4, "big") + data)
         while frame:
             frame = frame[os.write(self.out_fd, frame) :]
 
@@ -106,6 +115,8 @@ class _Channel:
         call_id = self.next_id
         try:
             self.send({"op": "call", "id": call_id, "name": name, "args": args, "kwargs": kwargs})
+        except _FrameTooLarge as exc:
+            raise ValueError(f"{name}() arguments are {exc}; send less per call") from None
         except (TypeError, ValueError) as exc:
             raise TypeError(
                 f"{name}() takes JSON values only (str, int, float, bool, None, list, dict "
@@ -227,6 +238,7 @@ def main() -> None:
     channel.send({"op": "hello"})
     start = channel.receive()
     _set_limits(start["limits"])
+    channel.max_frame = start["max_frame"]
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     for name in start["functions"]:
         namespace[name] = _function(channel, name)
@@ -251,6 +263,9 @@ def main() -> None:
         pass
     try:
         channel.send(report)
+    except _FrameTooLarge as exc:
+        message = f"the program's value is {exc}; return a summary, and print or drop the rest"
+        channel.send({"op": "raised", "type": "ValueError", "message": message})
     except (TypeError, ValueError) as exc:
         channel.send(
             {"op": "raised", "type": "TypeError", "message": f"the program's value: {exc}"}
