@@ -165,6 +165,10 @@ def _program(
             _sed(facts)
         elif rule.handler == "awk":
             _awk(facts)
+        elif rule.handler == "date" and any(
+            not (word.value or "").startswith("+") for word in facts.operands
+        ):
+            facts.open_world.append("date with an operand sets the system clock")
     command = _finish(name, words, subcommand, facts, roots, known=known, program=head.value)
     return [command, *nested]
 
@@ -258,8 +262,14 @@ def _subcommand(words: list[Word], rule: Rule, facts: _Facts) -> tuple[Rule | No
             break
         _options(words[start:index], rule, facts)
         word = words[index]
-        names.append(word.text)
         sub = rule.subcommands.get(word.value or "")
+        if sub is None and rule.default and word.value is not None and names:
+            # `git reflog main`: the default subcommand, with this word as its operand.
+            names.append(rule.default)
+            rule = rule.subcommands[rule.default]
+            start = index
+            break
+        names.append(word.text)
         if sub is None:
             return None, " ".join(names)
         rule = sub
@@ -375,7 +385,13 @@ def _apply(rule: Rule, facts: _Facts) -> None:
         kind = "read"
     if rule.repository:
         facts.repository = _repository(facts.cwd)
-        if rule.repository == "write" or writes or (rule.writes_with_operands and operands):
+        counted = rule.writes_with_operands and len(operands) >= rule.writes_with_operands
+        if rule.repository == "write" or writes or counted:
+            if options & rule.open_when_writing:
+                facts.open_world.append(
+                    f"writes with {', '.join(sorted(options & rule.open_when_writing))}, "
+                    "outside the repository"
+                )
             if facts.repository is None:
                 facts.open_world.append(
                     "acts on a repository whose place is known only at run time"
@@ -394,6 +410,11 @@ def _apply(rule: Rule, facts: _Facts) -> None:
             facts.write(word)
     elif kind in ("copy", "move"):
         target = next((w for o, w in facts.values if o in ("-t", "--target-directory")), None)
+        if target is None and len(operands) < 2:
+            # `uniq IN`, `split IN`: with no second operand the output is standard output.
+            for word in operands:
+                (facts.write if kind == "move" else facts.read)(word)
+            return
         sources = operands if target is not None else operands[:-1]
         destination = target if target is not None else (operands[-1] if operands else None)
         for word in sources:

@@ -313,6 +313,11 @@ def _redirected(node: tree_sitter.Node, scope: _Scope, level: int) -> None:
             redirects.extend(_redirects(child, scope, level, trailing))
         else:
             trailing.append(child)
+    if redirects and len(scope.commands) == start:
+        # `> file` alone (or around a body that runs no program) still opens the file.
+        scope.commands.append(
+            RawCommand([], [], [], cwd=scope.cwd, text=_text(node), depth=scope.depth)
+        )
     for command in scope.commands[start:]:
         command.redirects.extend(redirects)
     for child in trailing:
