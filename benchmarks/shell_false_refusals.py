@@ -11,12 +11,15 @@ analyzer under test (`is_read_only` below, fixed before any result was seen):
 2. the description says nothing of writing, changing, running or reaching out (no word of
    `_NOT_READ_ONLY`: save, write, delete, install, download, run, execute, set, kill,
    remote, server, url…). The list only ever grew, when a write slipped through it
-   ("revert", "unset"); no word was dropped to let a command in;
+   ("revert", "unset", "replace", "discard"); no word was dropped to let a command in;
 3. the command redirects output to no file other than /dev/null and uses no ``sudo``.
 
 Placeholders are filled in as tldr clients do: ``{{[-a|--all]}}`` → ``-a``, ``{{path/to/file}}``
-→ ``path/to/file``, ``{{file1 file2 ...}}`` → ``file1 file2``. Every command runs from a
-scratch directory that is also the only writable root.
+→ ``path/to/file``, ``{{file1 file2 ...}}`` → ``file1 file2``; a placeholder standing for any
+command (``{{command}}``, ``{{somecommand}}``, ``{{program}}``, ``{{arguments_source}}``)
+becomes ``ls``, a command that
+stands for itself. Every command runs from a scratch directory that is also the only
+writable root.
 
 The rate reported is (refused + sent to approval) / read-only examples; the script also
 prints the decisions on the examples the rule says are not read-only, for context.
@@ -51,8 +54,11 @@ _NOT_READ_ONLY = re.compile(
     r"http|https|network|extract|compress|decompress|archive|mount|unmount|format a|"
     r"interactive|interactively|clear|clears|replace in|patch|store|stores|import|export|"
     r"generate|generates|build|builds|compile|compiles|launch|open|opens|attach|revert|"
-    r"unset)\b",
+    r"unset|replace|discard)\b",
     re.IGNORECASE,
+)
+_ANY_COMMAND = frozenset(
+    {"command", "somecommand", "some_command", "program", "cmd", "arguments_source"}
 )
 _FILE_REDIRECT = re.compile(r"(?<![0-9&<])>>?\s*(?!\s*/dev/null)(?!&)")
 
@@ -88,6 +94,8 @@ def fill(command: str) -> str:
 
     def one(match: re.Match[str]) -> str:
         inner = match.group(1)
+        if inner in _ANY_COMMAND:
+            return "ls"
         alternatives = re.fullmatch(r"\[(.*)\]", inner)
         if alternatives:
             return alternatives.group(1).split("|")[0]

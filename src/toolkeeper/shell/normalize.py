@@ -352,7 +352,12 @@ def _single_dash_option(value: str, rule: Rule) -> bool:
 
 
 def _could_be_option(word: Word) -> bool:
-    return word.value is None or (word.glob and word.text[:1] in "*?[")
+    """Could this word, known only at run time, begin with ``-``? Not when its text starts
+    with a literal character other than ``-`` (``_ID=$(…)``, ``"name-$x"``)."""
+    if word.value is not None and not word.glob:
+        return False
+    first = word.text.lstrip("\"'")[:1]
+    return not first or first in "-$`\\{*?[~"
 
 
 def _has_dangerous_options(rule: Rule) -> bool:
