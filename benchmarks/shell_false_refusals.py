@@ -21,8 +21,11 @@ becomes ``ls``, a command that
 stands for itself. Every command runs from a scratch directory that is also the only
 writable root.
 
-The rate reported is (refused + sent to approval) / read-only examples; the script also
-prints the decisions on the examples the rule says are not read-only, for context.
+The rate reported is (refused + sent to approval) / read-only examples. The text rule errs:
+it calls some writes read-only ("Split a file…", "Unstage a file…"). Those it missed are
+listed in `REVIEWED_WRITES`, each with what it writes, and a second rate is printed without
+them; the review only ever removes commands the rule wrongly let in, never a read-only one
+the analyzer refused.
 """
 
 from __future__ import annotations
@@ -61,6 +64,24 @@ _ANY_COMMAND = frozenset(
     {"command", "somecommand", "some_command", "program", "cmd", "arguments_source"}
 )
 _FILE_REDIRECT = re.compile(r"(?<![0-9&<])>>?\s*(?!\s*/dev/null)(?!&)")
+
+
+REVIEWED_WRITES = {
+    "git help --web subcommand": "opens a web browser",
+    "git restore --staged path/to/file": "changes the index",
+    "git restore --staged :/": "changes the index",
+    "git reset": "changes the index",
+    "git reset -p path/to/file": "changes the index",
+    "git bisect reset": "checks out another commit",
+    "git bisect run path/to/test_script script arguments...": "runs a script at each step",
+    "git archive --output path/to/file.tar HEAD:path/to/directory": "writes the archive file",
+    "split -l 10 path/to/file": "writes the pieces into the directory",
+    "split -n 5 path/to/file": "writes the pieces into the directory",
+    "split -b 512 path/to/file": "writes the pieces into the directory",
+    "split -C 512 path/to/file": "writes the pieces into the directory",
+    "gzip -cd path/to/compressed_file.gz | split -l 1000 - split/": "writes the pieces",
+}
+"""Commands the text rule calls read-only that write (found by reading each refused one)."""
 
 
 @dataclass(frozen=True)
@@ -130,12 +151,17 @@ def main() -> None:
         False: collections.Counter(),
     }
     misses: list[tuple[Example, str]] = []
+    reviewed = 0
     with tempfile.TemporaryDirectory() as scratch:
         for example in examples:
             analysis = analyze(example.command, cwd=scratch, roots=[scratch])
             decision = decide(analysis, principal=principal, policy=policy)
             read_only = is_read_only(example)
             outcomes[read_only][decision.decision.value] += 1
+            if read_only and example.command in REVIEWED_WRITES:
+                reviewed += 1
+                if decision.decision is Decision.ALLOW:
+                    print(f"  reviewed as a write but allowed: {example.command!r}")
             if read_only and decision.decision is not Decision.ALLOW:
                 misses.append((example, analysis.refused or "; ".join(decision.reasons)))
     pages = {e.page for e in examples}
@@ -149,6 +175,12 @@ def main() -> None:
     rate = missed / read_only_total if read_only_total else 0.0
     print(
         f"false refusal rate (refused or sent to approval): {missed}/{read_only_total} = {rate:.2%}"
+    )
+    truly = read_only_total - reviewed
+    real = [m for m in misses if m[0].command not in REVIEWED_WRITES]
+    print(
+        f"without the {reviewed} reviewed writes: {len(real)}/{truly} = "
+        f"{len(real) / truly if truly else 0.0:.2%}"
     )
     for example, why in misses[: args.show]:
         print(f"  {example.page}: {example.command!r}\n      {why[:160]}")

@@ -378,6 +378,8 @@ def _apply(rule: Rule, facts: _Facts) -> None:
             facts.read(value)
         elif option in rule.writes_to:
             facts.write(value)
+    if rule.writes_cwd:
+        facts.write(Word(".", "."))
     writes = bool(options & rule.writes_when)
     operands = facts.operands
     kind = rule.operands
@@ -412,7 +414,7 @@ def _apply(rule: Rule, facts: _Facts) -> None:
             (facts.write if writes else facts.read)(word)
     elif kind == "write":
         for word in operands:
-            facts.write(word)
+            (facts.read if options & rule.reads_when else facts.write)(word)
     elif kind in ("copy", "move"):
         target = next((w for o, w in facts.values if o in ("-t", "--target-directory")), None)
         if target is None and len(operands) < 2:

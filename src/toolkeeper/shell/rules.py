@@ -12,12 +12,14 @@ A program entry (``[programs.NAME]``) says:
     reads_from      options whose value is a path read
     writes_to       options whose value is a path written
     writes_when     options that turn the operand reads into writes (``sed -i``)
+    reads_when      options that turn the operand writes into reads (``gzip -c``)
     open_when       options that make the run open world (``--upload-pack``)
     network_when    options that use the network
     network, process_control, open_world   always so (open_world names why)
     repository      read | write: a version-control command on the repository at cwd
     writes_with_operands   this many operands make it a write (a branch name: 1)
     open_when_writing      options that make a write open world (``--global``)
+    writes_cwd      true: it writes files into its working directory (split)
     global_values   options before the subcommand that take a value
     subcommands     a table of subcommand → entry (nested for ``stash list``);
                     ``default`` names the entry used when none is given, or when the
@@ -57,6 +59,8 @@ class Rule:
     reads_from: frozenset[str] = frozenset()
     writes_to: frozenset[str] = frozenset()
     writes_when: frozenset[str] = frozenset()
+    reads_when: frozenset[str] = frozenset()
+    """Options that turn operand writes into reads (``gzip -c`` writes standard output)."""
     open_when: frozenset[str] = frozenset()
     network_when: frozenset[str] = frozenset()
     network: bool = False
@@ -67,6 +71,8 @@ class Rule:
     """This many operands make it a write (``git branch NAME``: 1, ``git config K V``: 2)."""
     open_when_writing: frozenset[str] = frozenset()
     """Options that make a write open world (``git config --global`` writes ~/.gitconfig)."""
+    writes_cwd: bool = False
+    """It writes files into its working directory whatever its operands (split's pieces)."""
     global_values: frozenset[str] = frozenset()
     subcommands: Mapping[str, Rule] = dataclasses.field(default_factory=dict)
     default: str = ""
