@@ -43,6 +43,8 @@ class _Facts:
     process_control: bool = False
     dynamic: bool = False
     repository: str | None = None
+    git_dirs: list[str] = dataclasses.field(default_factory=list)
+    """``--git-dir``/``--work-tree`` places: the repository a git command acts on."""
 
     def read(self, word: Word) -> None:
         path = resolve_path(word, self.cwd)
@@ -105,6 +107,8 @@ def _redirects(redirects: list[Redirect], facts: _Facts) -> None:
     for redirect in redirects:
         if redirect.target is None:
             continue
+        if (redirect.target.value or "").startswith(("/dev/tcp/", "/dev/udp/")):
+            facts.network = True  # bash opens a socket for these names
         if redirect.op in _WRITE_OPS:
             facts.write(redirect.target)
             if redirect.op == "<>":
@@ -405,8 +409,10 @@ def _apply(rule: Rule, facts: _Facts) -> None:
                 )
             else:
                 facts.writes.append(facts.repository)
-        elif facts.repository is not None:
-            facts.reads.append(facts.repository)
+            facts.writes.extend(facts.git_dirs)
+        else:
+            facts.reads.extend([facts.repository] if facts.repository else [])
+            facts.reads.extend(facts.git_dirs)
         if kind == "none":
             return
     if kind == "read":
@@ -485,7 +491,12 @@ def _git_globals(
         elif name in rule.open_when:
             facts.open_world.append(f"git {name} can run other programs")
         elif name in ("--git-dir", "--work-tree") and taken is not None:
-            facts.read(taken)
+            # The repository acted on is there, not at cwd: a write subcommand writes it.
+            path = resolve_path(taken, facts.cwd)
+            if path is None:
+                facts.open_world.append(f"git {name} names a place known only at run time")
+            else:
+                facts.git_dirs.append(path)
         index += 1
     return _subcommand([Word("git", "git"), *words[index:]], rule, facts)
 
