@@ -690,7 +690,8 @@ def _finish(
     dynamic = facts.dynamic or any(word.value is None or word.glob for word in words)
     reads = tuple(dict.fromkeys(facts.reads))
     writes = tuple(dict.fromkeys(facts.writes))
-    command = SimpleCommand(
+    open_world = tuple(dict.fromkeys(facts.open_world))
+    return SimpleCommand(
         program=program,
         name=name,
         subcommand=subcommand,
@@ -705,29 +706,48 @@ def _finish(
         process_control=facts.process_control,
         known=known,
         dynamic=dynamic,
-        open_world=tuple(dict.fromkeys(facts.open_world)),
+        open_world=open_world,
         cwd=facts.cwd,
         repository=facts.repository,
+        effect=_effect(
+            known=known,
+            reasons=open_world,
+            reaches_out=facts.network or facts.process_control,
+            writes=writes,
+            roots=roots,
+        ),
     )
-    return dataclasses.replace(command, effect=effect_of(command, roots))
 
 
 def within(path: str, roots: Sequence[str]) -> bool:
-    """Is `path` one of `roots` or under one (roots resolved through symlinks)?"""
-    for root in roots:
-        real = os.path.realpath(root)
-        if path == real or path.startswith(real.rstrip("/") + "/"):
-            return True
-    return False
+    """Is `path` one of `roots` or under one? Both must be resolved already (`realpath`)."""
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 def effect_of(command: SimpleCommand, roots: Sequence[str]) -> ShellEffect:
     """The command's class: open world if anything is unknown, reaches out, or writes
     outside `roots`; writes within roots if it writes at all; otherwise read-only."""
-    if not command.known or command.open_world or command.network or command.process_control:
+    return _effect(
+        known=command.known,
+        reasons=command.open_world,
+        reaches_out=command.network or command.process_control,
+        writes=command.writes,
+        roots=roots,
+    )
+
+
+def _effect(
+    *,
+    known: bool,
+    reasons: Sequence[str],
+    reaches_out: bool,
+    writes: Sequence[str],
+    roots: Sequence[str],
+) -> ShellEffect:
+    if not known or reasons or reaches_out:
         return ShellEffect.OPEN_WORLD
-    if command.writes:
-        if all(within(path, roots) for path in command.writes):
+    if writes:
+        if all(within(path, roots) for path in writes):
             return ShellEffect.WRITES_WITHIN_ROOTS
         return ShellEffect.OPEN_WORLD
     return ShellEffect.READ_ONLY
