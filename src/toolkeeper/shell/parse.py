@@ -150,12 +150,13 @@ def parse(text: str, *, cwd: str | None, depth: int = 0) -> Parsed:
 
 
 def _first_error(node: tree_sitter.Node) -> tree_sitter.Node | None:
-    if node.type == "ERROR" or node.is_missing:
-        return node
-    for child in node.children:
-        if child.has_error:
-            return _first_error(child)
-    return None
+    # A loop, not recursion: an unbalanced text can nest errors thousands deep.
+    while not (node.type == "ERROR" or node.is_missing):
+        child = next((c for c in node.children if c.has_error or c.is_missing), None)
+        if child is None:
+            return None
+        node = child
+    return node
 
 
 def _text(node: tree_sitter.Node) -> str:
