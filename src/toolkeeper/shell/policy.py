@@ -31,17 +31,21 @@ import threading
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cedarpy
 
 from toolkeeper.errors import PolicyError
 from toolkeeper.policy.cedar import _read_annotations, _split_statements, _syntax_error
 from toolkeeper.policy.decision import Decision, PolicyDecision
-from toolkeeper.runtime.invocation import Principal
 from toolkeeper.shell.analysis import CommandAnalysis
 from toolkeeper.shell.command import SimpleCommand
 from toolkeeper.shell.normalize import within
+
+if TYPE_CHECKING:
+    # Only named in annotations: importing the runtime here would tie the shell package to
+    # the harness that registers it.
+    from toolkeeper.runtime.invocation import Principal
 
 _PROGRAM_TYPE = "Toolkeeper::Program"
 _PRINCIPAL_TYPE = "Toolkeeper::Principal"
