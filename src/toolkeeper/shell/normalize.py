@@ -25,6 +25,7 @@ Reparse = Callable[[str, str | None, int], list[SimpleCommand]]
 
 _HARMLESS_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>", ">&"})
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _SYSTEM_DIRS = frozenset({"/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"})
 
 
@@ -47,6 +48,9 @@ class _Facts:
     """``--git-dir``/``--work-tree`` places: the repository a git command acts on."""
 
     def read(self, word: Word) -> None:
+        if word.value is not None and _URL.match(word.value):
+            self.network = True  # `gron https://…`, `xmllint http://…`: a read is a fetch
+            return
         path = resolve_path(word, self.cwd)
         if path is None:
             self.dynamic = True
