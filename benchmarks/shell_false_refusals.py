@@ -12,7 +12,9 @@ analyzer under test (`is_read_only` below, fixed before any result was seen):
    `_NOT_READ_ONLY`: save, write, delete, install, download, run, execute, set, kill,
    remote, server, url…). The list only ever grew, when a write slipped through it
    ("revert", "unset", "replace", "discard"); no word was dropped to let a command in;
-3. the command redirects output to no file other than /dev/null and uses no ``sudo``.
+3. the command redirects output to no file other than /dev/null and uses no ``sudo``;
+4. bash itself accepts it (``bash -n``): a page's typo (an unterminated quote) is not an
+   ordinary command.
 
 Placeholders are filled in as tldr clients do: ``{{[-a|--all]}}`` → ``-a``, ``{{path/to/file}}``
 → ``path/to/file``, ``{{file1 file2 ...}}`` → ``file1 file2``; a placeholder standing for any
@@ -32,7 +34,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import re
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -80,6 +84,14 @@ REVIEWED_WRITES = {
     "split -b 512 path/to/file": "writes the pieces into the directory",
     "split -C 512 path/to/file": "writes the pieces into the directory",
     "gzip -cd path/to/compressed_file.gz | split -l 1000 - split/": "writes the pieces",
+    "coredumpctl debug": "runs a debugger",
+    "coredumpctl debug ls": "runs a debugger",
+    "coredumpctl debug -A \"-iex 'set debuginfod enabled on' -iex 'set pagination off' -ex bt\"": (
+        "runs a debugger"
+    ),
+    "swapon path/to/file": "enables swap",
+    "swapon --all": "enables swap",
+    "swapon -L label": "enables swap",
 }
 """Commands the text rule calls read-only that write (found by reading each refused one)."""
 
@@ -136,7 +148,16 @@ def is_read_only(example: Example) -> bool:
         return False
     if _NOT_READ_ONLY.search(example.description):
         return False
-    return not (_FILE_REDIRECT.search(example.command) or "sudo" in words)
+    if _FILE_REDIRECT.search(example.command) or "sudo" in words:
+        return False
+    return _bash_accepts(example.command)
+
+
+@functools.cache
+def _bash_accepts(command: str) -> bool:
+    """Does bash's own parser accept the text (``bash -n``: parse, never run)?"""
+    done = subprocess.run(["bash", "-n", "-c", command], capture_output=True, check=False)
+    return done.returncode == 0
 
 
 def main() -> None:

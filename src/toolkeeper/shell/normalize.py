@@ -379,6 +379,8 @@ def _apply(rule: Rule, facts: _Facts) -> None:
     facts.process_control = facts.process_control or rule.process_control
     if rule.open_world:
         facts.open_world.append(rule.open_world)
+    if rule.open_with_operands and facts.operands:
+        facts.open_world.append(rule.open_with_operands)
     for option in sorted(options & rule.open_when):
         facts.open_world.append(f"option {option} can run other programs or reach other hosts")
     for option, value in facts.values:

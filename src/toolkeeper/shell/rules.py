@@ -16,6 +16,7 @@ A program entry (``[programs.NAME]``) says:
     open_when       options that make the run open world (``--upload-pack``)
     network_when    options that use the network
     network, process_control, open_world   always so (open_world names why)
+    open_with_operands     why an operand makes it open world (``hostname NAME``)
     repository      read | write: a version-control command on the repository at cwd
     writes_with_operands   this many operands make it a write (a branch name: 1)
     open_when_writing      options that make a write open world (``--global``)
@@ -66,6 +67,8 @@ class Rule:
     network: bool = False
     process_control: bool = False
     open_world: str = ""
+    open_with_operands: str = ""
+    """Why any operand makes the run open world (``hostname NAME`` sets the host name)."""
     repository: str = ""
     writes_with_operands: int = 0
     """This many operands make it a write (``git branch NAME``: 1, ``git config K V``: 2)."""
