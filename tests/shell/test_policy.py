@@ -56,7 +56,7 @@ def test_no_permit_denies(tmp_path: Path) -> None:
 def test_an_evaluation_error_denies(tmp_path: Path) -> None:
     broken = ShellPolicy(
         shipped=[],
-        policies='permit (principal, action, resource) when { context.no_such_key == 1 };',
+        policies="permit (principal, action, resource) when { context.no_such_key == 1 };",
     )
     assert judged("ls", tmp_path, broken) is Decision.DENY
 
