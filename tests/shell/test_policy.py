@@ -33,6 +33,8 @@ def test_operator_policies_judge_paths_and_principals(tmp_path: Path) -> None:
         """
     )
     assert judged("cat /etc/shadow", tmp_path, policy) is Decision.DENY
+    assert judged("git diff --no-index /etc/shadow /dev/null", tmp_path, policy) is Decision.DENY
+    assert judged("grep root < /etc/shadow", tmp_path, policy) is Decision.DENY
     assert judged("cat /etc/hostname", tmp_path, policy) is Decision.ALLOW
     # The operator's permit has no @approval, but the shipped read-only policy's does: the
     # most cautious satisfied permit wins.
