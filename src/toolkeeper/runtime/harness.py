@@ -49,6 +49,7 @@ from toolkeeper.runtime.peer import GovernedPeer
 from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER, Reconciliation, recover
 from toolkeeper.runtime.recording import base_record
 from toolkeeper.runtime.registry import (
+    CallAnalyzer,
     Registry,
     ResourceVersionReader,
     Verifier,
@@ -254,15 +255,18 @@ class Harness:
         executor: Executor | Callable[..., Any] | None = None,
         verifier: Verifier | None = None,
         resource_version: ResourceVersionReader | None = None,
+        analyzer: CallAnalyzer | None = None,
     ) -> ToolContract:
         """Add a tool: a function (decorated with `@tool` or not) or a contract plus its
-        executor. Returns the registered contract."""
+        executor. Returns the registered contract. `analyzer` judges each call by its
+        arguments when one contract covers calls of different effect (the shell)."""
         entry = compile_entry(
             tool,
             executor=executor,
             verifier=verifier,
             resource_version=resource_version,
             verifiers=self._verifiers,
+            analyzer=analyzer,
         )
         self.registry.add(entry)  # the views follow through the registry's listener
         _warn_if_never_permitted(self._policy or _default_policy(), entry.contract)
