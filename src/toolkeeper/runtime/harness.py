@@ -272,6 +272,24 @@ class Harness:
         _warn_if_never_permitted(self._policy or _default_policy(), entry.contract)
         return entry.contract
 
+    def register_shell(self, *, roots: list[str | Path], **options: Any) -> ToolContract:
+        """Add the governed `shell` tool: each command parsed, judged by what it does and
+        run under bubblewrap with `roots` as its only writable directories. Options:
+        `timeout`, `network`, `cwd`, `environment`, `limits`, `policy`, `rules`,
+        `unsandboxed_fallback` (docs/shell-execution.md)."""
+        from toolkeeper.shell.tool import register_shell
+
+        return register_shell(self, roots=roots, **options)
+
+    def register_cli(self, name: str, *, argv: list[str], **options: Any) -> ToolContract:
+        """Add a narrow tool over one CLI invocation, e.g. ``register_cli("git_commit",
+        argv=["git", "commit", "-m", "{message}"], cwd=repo, description=...)``: typed
+        parameters fill whole argv elements, and it runs in the shell's sandbox
+        (docs/shell-execution.md)."""
+        from toolkeeper.shell.cli_tools import register_cli
+
+        return register_cli(self, name, argv=argv, **options)
+
     def register_verifier(self, name: str, verifier: Verifier) -> None:
         """Make a read-back verifier available to contracts that name it."""
         self._verifiers[name] = verifier

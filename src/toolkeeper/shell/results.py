@@ -41,11 +41,18 @@ class Snapshot:
     complete: bool
 
     @classmethod
-    def of(cls, roots: Iterable[Path], limit: int = SNAPSHOT_LIMIT) -> Snapshot:
+    def of(
+        cls, roots: Iterable[Path], skip: Iterable[Path] = (), limit: int = SNAPSHOT_LIMIT
+    ) -> Snapshot:
+        """List `roots`, leaving out the trees under `skip` (paths the command cannot see,
+        such as the harness's own ledger, which changes while the command runs)."""
         entries: dict[str, _Entry] = {}
         pending = [str(root) for root in roots]
+        skipped = {str(path) for path in skip}
         while pending:
             directory = pending.pop()
+            if directory in skipped:
+                continue
             try:
                 with os.scandir(directory) as listing:
                     for item in listing:

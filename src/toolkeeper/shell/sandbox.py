@@ -158,17 +158,20 @@ class Sandbox:
         if not self.network:
             args.append("--unshare-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for path in self.hidden:
-            if (
-                path.is_dir()
-                and path != Path("/")
-                and not any(r in path.parents for r in self.roots)
-            ):
+        # Mounts stack in order: a hidden path outside the roots is covered before the roots
+        # are bound (a root inside it shows through), one inside a root after (it stays
+        # covered, e.g. the harness's ledger in a project directory).
+        hidden = [p for p in self.hidden if p.is_dir() and p != Path("/")]
+        for path in hidden:
+            if not self._writable(path):
                 args += ["--tmpfs", str(path)]
         if not self._writable(where) and self._masked(where):
             args += ["--ro-bind", str(where), str(where)]  # a working directory stays visible
         for root in self.roots:
             args += ["--bind", str(root), str(root)]
+        for path in hidden:
+            if self._writable(path):
+                args += ["--tmpfs", str(path)]
         args += ["--clearenv"]
         for name, value in self.env(pty=pty).items():
             args += ["--setenv", name, value]
