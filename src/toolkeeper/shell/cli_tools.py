@@ -32,9 +32,9 @@ from toolkeeper.contract.model import (
 )
 from toolkeeper.errors import ConfigError
 from toolkeeper.runtime.context import ToolContext
+from toolkeeper.shell.execution import GRACE, SandboxedCommand, sandbox_for
 from toolkeeper.shell.results import OUTPUT_SCHEMA
 from toolkeeper.shell.sandbox import ResourceLimits
-from toolkeeper.shell.tool import GRACE, SandboxedCommand, sandbox_for
 
 if TYPE_CHECKING:
     from toolkeeper.runtime.harness import Harness

@@ -9,10 +9,9 @@ pipeline like any tool. What is particular to the shell is in three pieces:
   the roots, open world — and its programs, subcommands and paths (`toolkeeper.shell.policy`),
   the approver reads its account, the ledger row keeps its parse summary, and an approval is
   bound to the argv digest, the working directory and the sandbox's environment.
-- `SandboxedCommand` (the executor): snapshots the writable roots, runs the argv under
-  bubblewrap, snapshots again, and reports the ending apart from the effect
-  (`toolkeeper.shell.results`). The narrow CLI tools (`toolkeeper.shell.cli_tools`) run
-  through it too.
+- `ShellExecutor`: runs the command string with bash in the sandbox through
+  `SandboxedCommand` (`toolkeeper.shell.execution`), which reports the ending apart from
+  the effect. The narrow CLI tools (`toolkeeper.shell.cli_tools`) run through it too.
 - The contract declares the worst case (committing, open world, not idempotent), so the
   pipeline writes an intent before every command and never retries one on its own.
 """
@@ -26,9 +25,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
-
-from toolkeeper.artifacts.store import ArtifactStore
 from toolkeeper.contract.model import (
     Idempotency,
     ResultProjection,
@@ -36,23 +32,21 @@ from toolkeeper.contract.model import (
     SideEffect,
     ToolContract,
 )
-from toolkeeper.errors import ConfigError
-from toolkeeper.executors import ToolAnswer, ToolFailure
+from toolkeeper.policy import PolicyDecision
 from toolkeeper.runtime.context import ToolContext
-from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.runtime.invocation import Principal
 from toolkeeper.runtime.registry import CallFacts
-from toolkeeper.secrets.redaction import Redactor
-from toolkeeper.shell.results import OUTPUT_SCHEMA, Changes, Snapshot, shell_output
-from toolkeeper.shell.sandbox import ResourceLimits, Sandbox, SandboxUnavailable
+from toolkeeper.shell.analysis import analyze
+from toolkeeper.shell.execution import GRACE, SandboxedCommand, sandbox_for
+from toolkeeper.shell.policy import ShellPolicy, decide
+from toolkeeper.shell.results import OUTPUT_SCHEMA
+from toolkeeper.shell.rules import RuleTable
+from toolkeeper.shell.sandbox import BWRAP, ResourceLimits, Sandbox
 
 if TYPE_CHECKING:
     from toolkeeper.runtime.harness import Harness
 
 SHELL = "/bin/bash"
-GRACE = 10.0
-"""Seconds the pipeline's timeout adds to the command's own: for the snapshots, the kill and
-storing the output, so a command past its time is reported by us, not cut off mid-report."""
 MAX_COMMAND = 65536
 
 
@@ -60,74 +54,6 @@ def shell_argv(command: str) -> list[str]:
     """How a command string runs: bash without startup files, so nothing but the text
     that was judged executes."""
     return [SHELL, "--noprofile", "--norc", "-c", command]
-
-
-class SandboxedCommand:
-    """Runs one argv in the sandbox and reports how it ended and what it changed."""
-
-    source = "shell"
-
-    def __init__(
-        self,
-        sandbox: Sandbox,
-        *,
-        timeout: float,
-        redactor: Redactor,
-        artifacts: ArtifactStore,
-    ) -> None:
-        self.sandbox = sandbox
-        self.timeout = timeout
-        self.redactor = redactor
-        self.artifacts = artifacts
-
-    async def run(
-        self, argv: Sequence[str], *, cwd: str, stdin: bytes | None = None, pty: bool = False
-    ) -> dict[str, Any]:
-        """The command's structured result; raises `ToolFailure` when it timed out (with
-        the result) or when the sandbox could not start (nothing ran)."""
-        roots, hidden = self.sandbox.roots, self.sandbox.hidden
-        before = await anyio.to_thread.run_sync(Snapshot.of, roots, hidden)
-        try:
-            completed = await self.sandbox.run(
-                argv, cwd=cwd, timeout=self.timeout, stdin=stdin, pty=pty
-            )
-        except SandboxUnavailable as exc:
-            raise ToolFailure(
-                f"the sandbox could not start, so nothing ran: {exc.reason}",
-                category=ErrorCategory.UNAVAILABLE,
-                effect_committed=False,
-                suggested_fix="Tell the operator: bubblewrap must be able to start here "
-                "(toolkeeper never runs a command unsandboxed unless configured to).",
-            ) from exc
-        after = await anyio.to_thread.run_sync(Snapshot.of, roots, hidden)
-        changes = Changes.between(before, after)
-        output = await anyio.to_thread.run_sync(
-            lambda: shell_output(
-                completed,
-                changes,
-                timeout=self.timeout,
-                network=self.sandbox.network,
-                redactor=self.redactor,
-                artifacts=self.artifacts,
-            )
-        )
-        if completed.timed_out:
-            # What changed is known (the roots are the only place it could write), so the
-            # effect is stated, not left unknown — unless the network was open.
-            known = changes.complete and not self.sandbox.network
-            raise ToolFailure(
-                f"the command {output['account']}",
-                category=ErrorCategory.TIMEOUT,
-                effect_committed=(changes.count > 0) if known else None,
-                suggested_fix="Run something that finishes sooner, or split the work.",
-                answer=ToolAnswer(
-                    output,
-                    ({"type": "text", "text": output["account"]},),
-                    structured=True,
-                    is_error=True,
-                ),
-            )
-        return output
 
 
 class ShellExecutor:
@@ -219,12 +145,12 @@ class ShellAnalyzer:
         sandbox: Sandbox,
         *,
         default_cwd: Path,
-        policy: Any = None,
-        rules: Any = None,
+        policy: ShellPolicy | None = None,
+        rules: RuleTable | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.default_cwd = default_cwd
-        self.policy = policy
+        self.policy = policy or ShellPolicy()
         self.rules = rules
         self._environment = digest(
             {
@@ -236,9 +162,6 @@ class ShellAnalyzer:
         )
 
     def __call__(self, arguments: dict[str, Any], principal: Principal) -> CallFacts:
-        from toolkeeper.shell.analysis import analyze
-        from toolkeeper.shell.policy import decide
-
         command = arguments["command"]
         cwd = working_directory(arguments.get("cwd"), self.default_cwd)
         roots = self.sandbox.roots
@@ -257,9 +180,11 @@ class ShellAnalyzer:
                 bound=bound,
             )
         analysis = analyze(command, cwd=str(cwd), roots=[str(r) for r in roots], rules=self.rules)
-        decision = decide(analysis, principal=principal, policy=self.policy)
+        judged = decide(analysis, principal=principal, policy=self.policy)
         side_effect, open_world = _EFFECTS[str(analysis.effect)]
-        bound["analysis"] = digest([list(c.argv) for c in analysis.commands])
+        # The words and the resolved paths: a symlink swapped after approval changes where
+        # the same words write, and makes the approval stale.
+        bound["analysis"] = digest([[list(c.argv), list(c.writes)] for c in analysis.commands])
         return CallFacts(
             side_effect=side_effect,
             open_world=open_world,
@@ -279,7 +204,7 @@ class ShellAnalyzer:
                 ],
             },
             refusal=analysis.refused,
-            decision=getattr(decision, "decision", decision),
+            decision=PolicyDecision(judged.decision, judged.policy_ids, judged.reasons),
             bound=bound,
         )
 
@@ -302,11 +227,15 @@ def register_shell(
     cwd: str | Path | None = None,
     environment: Mapping[str, str] | None = None,
     limits: ResourceLimits | None = None,
-    policy: Any = None,
-    rules: Any = None,
+    policy: ShellPolicy | None = None,
+    rules: RuleTable | None = None,
     unsandboxed_fallback: bool = False,
+    bwrap: str = BWRAP,
 ) -> ToolContract:
-    """Register the `shell` tool on `harness` (see the module docstring)."""
+    """Register the `shell` tool on `harness` (see the module docstring). `policy` is the
+    shell policy (default: the shipped read-only one), `rules` the rule table (default: the
+    shipped one). `unsandboxed_fallback=True` is the operator's explicit opt-out of failing
+    closed when bubblewrap (`bwrap`) cannot start."""
     sandbox = sandbox_for(
         harness,
         roots,
@@ -314,6 +243,7 @@ def register_shell(
         environment=environment,
         limits=limits,
         unsandboxed_fallback=unsandboxed_fallback,
+        bwrap=bwrap,
     )
     default_cwd = Path(os.path.realpath(cwd)) if cwd is not None else sandbox.roots[0]
     runner = SandboxedCommand(
@@ -323,40 +253,4 @@ def register_shell(
         shell_contract(roots=sandbox.roots, timeout=timeout, network=network),
         executor=ShellExecutor(runner, default_cwd),
         analyzer=ShellAnalyzer(sandbox, default_cwd=default_cwd, policy=policy, rules=rules),
-    )
-
-
-def sandbox_for(
-    harness: Harness,
-    roots: Sequence[str | Path],
-    *,
-    network: bool = False,
-    environment: Mapping[str, str] | None = None,
-    limits: ResourceLimits | None = None,
-    unsandboxed_fallback: bool = False,
-) -> Sandbox:
-    """The sandbox a tool of `harness` runs its commands in; the roots must exist."""
-    if not roots:
-        raise ConfigError(
-            "a sandboxed command needs at least one writable root; pass roots=[<directory>]",
-            key="roots",
-            value=list(roots),
-        )
-    for root in roots:
-        if not Path(root).is_dir():
-            raise ConfigError(
-                f"writable root {root} is not a directory; create it or drop it from roots",
-                key="roots",
-                value=str(root),
-            )
-    # The harness's own home (ledger, artifacts) is hidden with the user's: a command has
-    # no business reading the audit trail or stored results.
-    hidden = (Path.home(), Path(harness.home).resolve())
-    return Sandbox(
-        roots=tuple(Path(r) for r in roots),
-        network=network,
-        limits=limits or ResourceLimits(),
-        environment=dict(environment or {}),
-        hidden=hidden,
-        unsandboxed_fallback=unsandboxed_fallback,
     )
