@@ -14,6 +14,7 @@ import pytest
 from toolkeeper import EffectState, ErrorCategory, Principal, Proposal, Status
 from toolkeeper.adapters import openai_chat
 from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.pipeline import STAGE_NAMES
 
 
 @pytest.fixture
@@ -194,3 +195,17 @@ def test_vendor_views_offer_the_shell_like_any_tool(harness: Harness, alice: Pri
         lambda: harness.run_tool_calls(response, vendor="openai_chat", principal=alice)
     )
     assert answer["tool_call_id"] == "call_1" and "exited 0" in answer["content"]
+
+
+@pytest.mark.invariant("INV-6")
+def test_shell_commands_pass_all_ten_stages_in_order(
+    harness: Harness, root: Path, alice: Principal
+) -> None:
+    read = run(harness, "ls", alice)
+    pending = run(harness, "touch made", alice)
+    harness.approvals.decide(pending.execution_meta.approval_id, "approve", by="reviewer")
+    resumed = harness.resume_sync(pending.execution_meta.approval_id, principal=alice)
+    for envelope in (read, resumed):
+        assert envelope.status is Status.SUCCEEDED
+        seen = [e.stage for e in harness.ledger.events(envelope.execution_meta.request_id)]
+        assert list(dict.fromkeys(seen)) == list(STAGE_NAMES)

@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import resource
+import select
 import selectors
 import shutil
 import signal
@@ -75,8 +76,9 @@ class ResourceLimits:
     open_files: int = 1024
     processes: int = 512
 
-    def apply(self) -> None:
-        """Set the limits on the calling process (the child, between fork and exec)."""
+    def apply(self, pid: int | None = None) -> None:
+        """Set the limits on process `pid`, or on the calling process when None (the
+        fallback's child, between fork and exec)."""
         for which, value in (
             (resource.RLIMIT_CPU, self.cpu_seconds),
             (resource.RLIMIT_AS, self.memory_bytes),
@@ -85,7 +87,10 @@ class ResourceLimits:
             (resource.RLIMIT_NPROC, self.processes),
             (resource.RLIMIT_CORE, 0),
         ):
-            resource.setrlimit(which, (value, value))
+            if pid is None:
+                resource.setrlimit(which, (value, value))
+            else:
+                resource.prlimit(pid, which, (value, value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +153,17 @@ class Sandbox:
         return base | dict(self.environment)
 
     def command(
-        self, argv: Sequence[str], *, cwd: str | Path, pty: bool = False, status_fd: int = 3
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | Path,
+        pty: bool = False,
+        status_fd: int = 3,
+        block_fd: int | None = None,
     ) -> list[str]:
         """The bwrap command line that runs `argv` in `cwd`; bwrap reports the child's start
-        and exit code as JSON lines on `status_fd`."""
+        and exit code as JSON lines on `status_fd`, and (given `block_fd`) its child waits
+        for a byte there before it runs anything."""
         where = Path(os.path.realpath(cwd))
         args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
         args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -175,8 +187,10 @@ class Sandbox:
         args += ["--clearenv"]
         for name, value in self.env(pty=pty).items():
             args += ["--setenv", name, value]
-        args += ["--chdir", str(where), "--json-status-fd", str(status_fd), "--", *argv]
-        return args
+        args += ["--chdir", str(where), "--json-status-fd", str(status_fd)]
+        if block_fd is not None:
+            args += ["--block-fd", str(block_fd)]
+        return [*args, "--", *argv]
 
     def _writable(self, path: Path) -> bool:
         return any(path == root or root in path.parents for root in self.roots)
@@ -259,23 +273,29 @@ class Sandbox:
             group = stack.enter_context(_ProcessGroup.create(self.limits.processes))
             input_file = stack.enter_context(_stdin_file(stdin))
             status_read, status_write = os.pipe()
+            block_read, block_write = os.pipe()
             stack.callback(_close, status_read)
-            if sandboxed:
-                command = self.command(argv, cwd=cwd, pty=pty, status_fd=status_write)
-            else:
-                command = list(argv)
+            stack.callback(_close, block_write)
             master = slave = None
             if pty:
                 master, slave = os.openpty()
                 stack.callback(_close, master)
             limits = self.limits
 
-            def prepare() -> None:  # in the child, between fork and exec: syscalls only
+            def prepare() -> None:  # the fallback's child, between fork and exec
                 limits.apply()
                 group.join()
 
+            if sandboxed:
+                command = self.command(
+                    argv, cwd=cwd, pty=pty, status_fd=status_write, block_fd=block_read
+                )
+            else:
+                command = list(argv)
             started = time.monotonic()
             try:
+                # No preexec_fn under bwrap: it forces a full fork of this process (tens of
+                # milliseconds); the limits are set on bwrap's child while it waits instead.
                 process = subprocess.Popen(
                     command,
                     stdin=input_file,
@@ -284,23 +304,24 @@ class Sandbox:
                     cwd=None if sandboxed else cwd,
                     env=self.env(pty=pty) if not sandboxed else {},
                     start_new_session=True,
-                    pass_fds=(status_write,) if sandboxed else (),
-                    preexec_fn=prepare,
+                    pass_fds=(status_write, block_read) if sandboxed else (),
+                    preexec_fn=None if sandboxed else prepare,
                 )
             except OSError as exc:
-                _close(status_write)
-                if slave is not None:
-                    _close(slave)
                 if sandboxed:
                     raise SandboxUnavailable(
                         f"bubblewrap could not be started ({exc}), so the command did not run",
                         reason=str(exc),
                     ) from exc
                 raise
-            _close(status_write)
-            if slave is not None:
-                _close(slave)
-            reader = _Reader(process, master, status_read, self.capture_limit)
+            finally:
+                for fd in (status_write, block_read, slave):
+                    if fd is not None:
+                        _close(fd)
+            early = b""
+            if sandboxed:
+                early = _confine(status_read, block_write, limits, group, started + timeout)
+            reader = _Reader(process, master, status_read, self.capture_limit, early)
             ended = reader.collect(started + timeout, cancel, group)
             duration = time.monotonic() - started
         code = process.returncode
@@ -359,6 +380,32 @@ def _stdin_file(data: bytes | None) -> Any:
         yield handle
 
 
+def _confine(
+    status: int, release: int, limits: ResourceLimits, group: _ProcessGroup, deadline: float
+) -> bytes:
+    """Wait for bwrap to report its child, which waits on the block fd before it runs
+    anything; set the rlimits on it and move it into the pids cgroup — so everything the
+    command starts inherits both — then release it. Returns the status bytes read (the
+    reader parses them with the rest). A bwrap that dies first is left to the reader."""
+    seen = b""
+    while b"\n" not in seen:
+        ready, _, _ = select.select([status], [], [], max(deadline - time.monotonic(), 0))
+        if not ready:
+            return seen
+        chunk = os.read(status, _READ)
+        if not chunk:
+            return seen
+        seen += chunk
+    try:
+        pid = json.loads(seen.split(b"\n", 1)[0])["child-pid"]
+        limits.apply(int(pid))
+        group.add(int(pid))
+    except (ValueError, KeyError, TypeError, ProcessLookupError):
+        return seen  # not released: the child never runs the command, and the reader ends it
+    os.write(release, b"1")
+    return seen
+
+
 class _ProcessGroup:
     """A pids cgroup capping how many processes one command may have, where the host lets
     us make one (cgroup v1 pids hierarchy, writable); otherwise only RLIMIT_NPROC holds."""
@@ -392,13 +439,19 @@ class _ProcessGroup:
                     time.sleep(0.01)
 
     def join(self) -> None:
-        """Move the calling process into the group (called in the child before exec)."""
+        """Move the calling process into the group (the fallback's child, before exec)."""
         if self._procs:
             fd = os.open(self._procs, os.O_WRONLY)
             try:
                 os.write(fd, b"0")
             finally:
                 os.close(fd)
+
+    def add(self, pid: int) -> None:
+        """Move process `pid` into the group; its later children are born in it."""
+        if self._procs:
+            with open(self._procs, "w") as procs:
+                procs.write(str(pid))
 
     def kill(self) -> None:
         """SIGKILL every member: the backstop for the unsandboxed fallback, whose
@@ -416,7 +469,12 @@ class _Reader:
     holds its output are gone, keeping at most `limit` bytes of each stream."""
 
     def __init__(
-        self, process: subprocess.Popen[bytes], master: int | None, status: int, limit: int
+        self,
+        process: subprocess.Popen[bytes],
+        master: int | None,
+        status: int,
+        limit: int,
+        early: bytes = b"",
     ) -> None:
         self.process = process
         self.limit = limit
@@ -425,7 +483,7 @@ class _Reader:
         self.stdout_bytes = 0
         self.stderr_bytes = 0
         self.status: dict[str, Any] = {}
-        self._status = bytearray()
+        self._status = bytearray(early)
         self._selector = selectors.DefaultSelector()
         stdout: IO[bytes] | int | None = master if master is not None else process.stdout
         assert stdout is not None and process.stderr is not None
