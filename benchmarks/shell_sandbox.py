@@ -44,7 +44,9 @@ def measure(argv: list[str], sandbox: Sandbox, root: Path, runs: int) -> dict[st
     del bwrap[bwrap.index("--json-status-fd") : bwrap.index("--json-status-fd") + 2]
     sides: dict[str, Callable[[], object]] = {
         "bare": lambda: subprocess.run(argv, capture_output=True, cwd=root, check=False),
-        "bwrap only": lambda: subprocess.run(bwrap, capture_output=True, env={}, check=False),
+        "bwrap only": lambda: subprocess.run(
+            bwrap, capture_output=True, env=sandbox.env(), check=False
+        ),
         "sandbox": lambda: sandbox.run_blocking(argv, cwd=root, timeout=30),
     }
     times: dict[str, list[float]] = {name: [] for name in sides}

@@ -71,6 +71,14 @@ def test_the_environment_is_fixed_and_inherits_nothing(
     assert b"tk-secret-value-123" not in done.stdout
 
 
+def test_environment_values_stay_off_the_command_line(root: Path) -> None:
+    # /proc/PID/cmdline is readable by every local user; an environment may hold a token.
+    sandbox = Sandbox(roots=(root,), environment={"GITHUB_TOKEN": "ghp_tk_secret_42"})
+    assert "ghp_tk_secret_42" not in " ".join(sandbox.command(["env"], cwd=root))
+    done = sandbox.run_blocking(["env"], cwd=root, timeout=10)
+    assert b"GITHUB_TOKEN=ghp_tk_secret_42\n" in done.stdout
+
+
 def test_stdin_is_closed_unless_given(root: Path) -> None:
     sandbox = Sandbox(roots=(root,))
     assert sandbox.run_blocking(["cat"], cwd=root, timeout=10).stdout == b""

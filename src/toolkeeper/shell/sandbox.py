@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -161,9 +161,10 @@ class Sandbox:
         status_fd: int = 3,
         block_fd: int | None = None,
     ) -> list[str]:
-        """The bwrap command line that runs `argv` in `cwd`; bwrap reports the child's start
-        and exit code as JSON lines on `status_fd`, and (given `block_fd`) its child waits
-        for a byte there before it runs anything."""
+        """The bwrap command line that runs `argv` in `cwd`, to be started with `env()` as its
+        whole environment; bwrap reports the child's start and exit code as JSON lines on
+        `status_fd`, and (given `block_fd`) its child waits for a byte there before it runs
+        anything."""
         where = Path(os.path.realpath(cwd))
         args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
         args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -184,9 +185,6 @@ class Sandbox:
         for path in hidden:
             if self._writable(path):
                 args += ["--tmpfs", str(path)]
-        args += ["--clearenv"]
-        for name, value in self.env(pty=pty).items():
-            args += ["--setenv", name, value]
         args += ["--chdir", str(where), "--json-status-fd", str(status_fd)]
         if block_fd is not None:
             args += ["--block-fd", str(block_fd)]
@@ -302,7 +300,10 @@ class Sandbox:
                     stdout=slave if slave is not None else subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     cwd=None if sandboxed else cwd,
-                    env=self.env(pty=pty) if not sandboxed else {},
+                    # The whole environment, given to bwrap (which passes it on) rather than
+                    # as --setenv arguments: a command line is readable by every local user
+                    # in /proc/PID/cmdline, and `environment` may hold a token.
+                    env=self.env(pty=pty),
                     start_new_session=True,
                     pass_fds=(status_write, block_read) if sandboxed else (),
                     preexec_fn=None if sandboxed else prepare,
@@ -367,7 +368,7 @@ def _close(fd: int) -> None:
 
 
 @contextlib.contextmanager
-def _stdin_file(data: bytes | None) -> Any:
+def _stdin_file(data: bytes | None) -> Iterator[IO[bytes]]:
     """Stdin as a file, never a pipe we must feed: a command that never reads it cannot
     block us, and one that reads it all gets it all. None: ``/dev/null``."""
     if data is None:
@@ -416,7 +417,7 @@ class _ProcessGroup:
 
     @classmethod
     @contextlib.contextmanager
-    def create(cls, processes: int) -> Any:
+    def create(cls, processes: int) -> Iterator[_ProcessGroup]:
         path = _PIDS_CGROUP / "toolkeeper" / uuid.uuid4().hex
         try:
             path.mkdir(parents=True)
