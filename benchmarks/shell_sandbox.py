@@ -39,9 +39,8 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def measure(argv: list[str], sandbox: Sandbox, root: Path, runs: int) -> dict[str, list[float]]:
-    # bwrap's flags without toolkeeper's additions; the status fd is not opened here.
+    # bwrap's flags, without toolkeeper's status and block descriptors.
     bwrap = sandbox.command(argv, cwd=root)
-    del bwrap[bwrap.index("--json-status-fd") : bwrap.index("--json-status-fd") + 2]
     sides: dict[str, Callable[[], object]] = {
         "bare": lambda: subprocess.run(argv, capture_output=True, cwd=root, check=False),
         "bwrap only": lambda: subprocess.run(

@@ -156,3 +156,34 @@ def test_background_processes_holding_stdout_do_not_hang_the_call(root: Path) ->
     )
     assert done.stdout == b"done\n" and done.exit_code == 0
     assert time.monotonic() - started < 5
+
+
+def test_the_read_only_root_cannot_be_remounted(root: Path) -> None:
+    # A process with capabilities (bwrap run by root leaves them by default) can remount a
+    # read-only bind writable in its own mount namespace; the command holds none.
+    probe = Path("/etc/tk-remount-probe")
+    out = _run(
+        Sandbox(roots=(root,)),
+        f"grep CapEff /proc/self/status; mount -o remount,rw,bind /; touch {probe}",
+        root,
+    )
+    assert b"CapEff:\t0000000000000000" in out
+    assert not probe.exists()
+
+
+def test_kernel_knobs_are_read_only(root: Path) -> None:
+    # Only asked, never tried: a write that got through would change the host.
+    out = _run(
+        Sandbox(roots=(root,)),
+        "for f in /proc/sys/vm/swappiness /proc/sys/kernel/hostname; do "
+        "test -w $f && echo writable $f; done; echo checked",
+        root,
+    )
+    assert out == b"checked\n"
+
+
+def test_no_user_namespace_can_be_nested(root: Path) -> None:
+    done = Sandbox(roots=(root,)).run_blocking(
+        ["sh", "-c", "unshare -Ur id -u || echo refused"], cwd=root, timeout=10
+    )
+    assert done.stdout == b"refused\n"

@@ -133,11 +133,16 @@ class Sandbox:
     unsandboxed_fallback: bool = False
     bwrap: str = BWRAP
     capture_limit: int = CAPTURE_LIMIT
+    readable: tuple[Path, ...] = ()
+    """Paths under the private /tmp or a hidden path to show read-only (a program's
+    installation in a temporary directory, say)."""
 
     def __post_init__(self) -> None:
         resolved = tuple(Path(os.path.realpath(root)) for root in self.roots)
         object.__setattr__(self, "roots", resolved)
-        object.__setattr__(self, "hidden", tuple(Path(os.path.realpath(p)) for p in self.hidden))
+        for name in ("hidden", "readable"):
+            paths = tuple(Path(os.path.realpath(p)) for p in getattr(self, name))
+            object.__setattr__(self, name, paths)
         object.__setattr__(self, "environment", dict(self.environment))
 
     def env(self, *, pty: bool = False) -> dict[str, str]:
@@ -156,21 +161,28 @@ class Sandbox:
         self,
         argv: Sequence[str],
         *,
-        cwd: str | Path,
-        pty: bool = False,
-        status_fd: int = 3,
+        cwd: str | Path | None,
+        status_fd: int | None = None,
         block_fd: int | None = None,
+        unset: Sequence[str] = (),
     ) -> list[str]:
-        """The bwrap command line that runs `argv` in `cwd`, to be started with `env()` as its
-        whole environment; bwrap reports the child's start and exit code as JSON lines on
-        `status_fd`, and (given `block_fd`) its child waits for a byte there before it runs
-        anything."""
-        where = Path(os.path.realpath(cwd))
-        args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
-        args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        """The bwrap command line that runs `argv` in `cwd` (None: where bwrap starts), to
+        be started with `env()` as its environment (`unset` names bwrap drops from it).
+        Given `status_fd`, bwrap reports the child's start and exit code there as JSON
+        lines; given `block_fd`, its child waits for a byte there before it runs anything."""
+        args = [self.bwrap, "--die-with-parent", "--new-session"]
+        # A user namespace with every capability dropped: as root, bwrap would otherwise
+        # leave the command its capabilities, and a capable process can remount the
+        # read-only root writable. No nested user namespace can give them back.
+        args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:
             args.append("--unshare-net")
-        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # bwrap does not always cover the kernel's knobs; a uid-0 process may write them.
+        args += ["--ro-bind", "/proc/sys", "/proc/sys"]
+        args += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+        args += ["--tmpfs", "/tmp"]
         # Mounts stack in order: a hidden path outside the roots is covered before the roots
         # are bound (a root inside it shows through), one inside a root after (it stays
         # covered, e.g. the harness's ledger in a project directory).
@@ -178,14 +190,22 @@ class Sandbox:
         for path in hidden:
             if not self._writable(path):
                 args += ["--tmpfs", str(path)]
-        if not self._writable(where) and self._masked(where):
-            args += ["--ro-bind", str(where), str(where)]  # a working directory stays visible
+        where = Path(os.path.realpath(cwd)) if cwd is not None else None
+        shown = [*self.readable, *([where] if where is not None else [])]
+        for path in shown:
+            if not self._writable(path) and self._masked(path):
+                args += ["--ro-bind", str(path), str(path)]  # stays visible, read-only
         for root in self.roots:
             args += ["--bind", str(root), str(root)]
         for path in hidden:
             if self._writable(path):
                 args += ["--tmpfs", str(path)]
-        args += ["--chdir", str(where), "--json-status-fd", str(status_fd)]
+        for name in unset:
+            args += ["--unsetenv", name]
+        if where is not None:
+            args += ["--chdir", str(where)]
+        if status_fd is not None:
+            args += ["--json-status-fd", str(status_fd)]
         if block_fd is not None:
             args += ["--block-fd", str(block_fd)]
         return [*args, "--", *argv]
@@ -285,9 +305,7 @@ class Sandbox:
                 group.join()
 
             if sandboxed:
-                command = self.command(
-                    argv, cwd=cwd, pty=pty, status_fd=status_write, block_fd=block_read
-                )
+                command = self.command(argv, cwd=cwd, status_fd=status_write, block_fd=block_read)
             else:
                 command = list(argv)
             started = time.monotonic()
@@ -401,9 +419,11 @@ def _confine(
         pid = json.loads(seen.split(b"\n", 1)[0])["child-pid"]
         limits.apply(int(pid))
         group.add(int(pid))
-    except (ValueError, KeyError, TypeError, ProcessLookupError):
-        return seen  # not released: the child never runs the command, and the reader ends it
-    os.write(release, b"1")
+        os.write(release, b"1")
+    except (ValueError, KeyError, TypeError, OSError):
+        # Not released (or already gone, as when bwrap's setup failed): the child never
+        # runs the command, and the reader reports how bwrap ended.
+        return seen
     return seen
 
 
