@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from toolkeeper.shell.sandbox import Sandbox
+from toolkeeper.executors.sandbox import Sandbox
 
 COMMANDS = (["true"], ["ls", "-la", "/usr/bin"], ["git", "--version"])
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkeeper.shell.sandbox import ResourceLimits, Sandbox
+from toolkeeper.executors.sandbox import ResourceLimits, Sandbox
 
 
 @pytest.fixture

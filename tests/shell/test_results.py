@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolkeeper.artifacts.store import ArtifactStore
+from toolkeeper.executors.sandbox import Sandbox
 from toolkeeper.secrets.redaction import Redactor
 from toolkeeper.shell.results import Changes, Snapshot, head_and_tail, shell_output, stream
-from toolkeeper.shell.sandbox import Sandbox
 
 
 def test_changes_name_created_modified_and_deleted_files(tmp_path: Path) -> None:

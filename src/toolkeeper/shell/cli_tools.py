@@ -31,10 +31,10 @@ from toolkeeper.contract.model import (
     ToolContract,
 )
 from toolkeeper.errors import ConfigError
+from toolkeeper.executors.sandbox import ResourceLimits
 from toolkeeper.runtime.context import ToolContext
 from toolkeeper.shell.execution import GRACE, SandboxedCommand, sandbox_for
 from toolkeeper.shell.results import OUTPUT_SCHEMA
-from toolkeeper.shell.sandbox import ResourceLimits
 
 if TYPE_CHECKING:
     from toolkeeper.runtime.harness import Harness

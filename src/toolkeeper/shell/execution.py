@@ -14,10 +14,10 @@ import anyio.to_thread
 from toolkeeper.artifacts.store import ArtifactStore
 from toolkeeper.errors import ConfigError
 from toolkeeper.executors import ToolAnswer, ToolFailure
+from toolkeeper.executors.sandbox import BWRAP, ResourceLimits, Sandbox, SandboxUnavailable
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.secrets.redaction import Redactor
 from toolkeeper.shell.results import Changes, Snapshot, shell_output
-from toolkeeper.shell.sandbox import BWRAP, ResourceLimits, Sandbox, SandboxUnavailable
 
 if TYPE_CHECKING:
     from toolkeeper.runtime.harness import Harness

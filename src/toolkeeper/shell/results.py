@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper.artifacts.store import ArtifactStore
+from toolkeeper.executors.sandbox import Completed
 from toolkeeper.secrets.redaction import Redactor
-from toolkeeper.shell.sandbox import Completed
 
 HEAD_BYTES = 2048
 TAIL_BYTES = 2048

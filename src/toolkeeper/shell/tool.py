@@ -32,6 +32,7 @@ from toolkeeper.contract.model import (
     SideEffect,
     ToolContract,
 )
+from toolkeeper.executors.sandbox import BWRAP, ResourceLimits, Sandbox
 from toolkeeper.policy import PolicyDecision
 from toolkeeper.runtime.context import ToolContext
 from toolkeeper.runtime.invocation import Principal
@@ -41,7 +42,6 @@ from toolkeeper.shell.execution import GRACE, SandboxedCommand, sandbox_for
 from toolkeeper.shell.policy import ShellPolicy, decide
 from toolkeeper.shell.results import OUTPUT_SCHEMA
 from toolkeeper.shell.rules import RuleTable
-from toolkeeper.shell.sandbox import BWRAP, ResourceLimits, Sandbox
 
 if TYPE_CHECKING:
     from toolkeeper.runtime.harness import Harness

@@ -1,4 +1,6 @@
-"""Running one argv under bubblewrap: the only place a shell command touches the host.
+"""Running one argv under bubblewrap: the only place a shell command or a CLI tool touches
+the host, and the one copy of toolkeeper's bubblewrap flags (a sandboxed stdio upstream is
+started with `Sandbox.command` too).
 
 A `Sandbox` is the whole of what a command may do: the host's filesystem read-only, its
 writable roots bound read-write, a private ``/tmp``, no network unless allowed, an

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolkeeper.shell.sandbox import ResourceLimits, Sandbox, SandboxUnavailable
+from toolkeeper.executors.sandbox import ResourceLimits, Sandbox, SandboxUnavailable
 
 
 @pytest.fixture
