@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkeeper.executors.sandbox import ResourceLimits, Sandbox
+from toolkeeper.errors import ConfigError
+from toolkeeper.executors.sandbox import ResourceLimits, Sandbox, SandboxUnavailable
 
 
 @pytest.fixture
@@ -187,3 +188,22 @@ def test_no_user_namespace_can_be_nested(root: Path) -> None:
         ["sh", "-c", "unshare -Ur id -u || echo refused"], cwd=root, timeout=10
     )
     assert done.stdout == b"refused\n"
+
+
+def test_a_root_inside_another_is_refused(root: Path) -> None:
+    # A command could swap the inner root for a symlink to /etc, which the next sandbox
+    # would bind writable.
+    (root / "inner").mkdir()
+    with pytest.raises(ConfigError, match="lies inside writable root"):
+        Sandbox(roots=(root, root / "inner"))
+
+
+def test_a_root_swapped_for_a_symlink_runs_nothing(root: Path, tmp_path: Path) -> None:
+    second = tmp_path / "second"
+    second.mkdir()
+    sandbox = Sandbox(roots=(root, second))
+    second.rmdir()
+    second.symlink_to("/etc")
+    with pytest.raises(SandboxUnavailable, match="no longer the directory"):
+        sandbox.run_blocking(["touch", str(second / "tk-escape")], cwd=root, timeout=10)
+    assert not Path("/etc/tk-escape").exists()

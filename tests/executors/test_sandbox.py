@@ -167,10 +167,18 @@ def test_an_absent_bwrap_fails_closed(root: Path) -> None:
 
 
 def test_a_sandbox_that_cannot_set_up_fails_closed(root: Path, tmp_path: Path) -> None:
-    sandbox = Sandbox(roots=(root, tmp_path / "missing"))
+    # bwrap itself fails while mounting: a path to show read-only is not there.
+    sandbox = Sandbox(roots=(root,), readable=(tmp_path / "missing",))
     with pytest.raises(SandboxUnavailable, match="could not start") as raised:
         sandbox.run_blocking(["touch", str(root / "ran")], cwd=root, timeout=10)
-    assert "missing" in raised.value.reason
+    assert "Can't find source path" in raised.value.reason
+    assert not (root / "ran").exists()
+
+
+def test_a_root_that_is_gone_fails_closed_before_bwrap(root: Path, tmp_path: Path) -> None:
+    sandbox = Sandbox(roots=(root, tmp_path / "missing"))
+    with pytest.raises(SandboxUnavailable, match="no longer the directory"):
+        sandbox.run_blocking(["touch", str(root / "ran")], cwd=root, timeout=10)
     assert not (root / "ran").exists()
 
 

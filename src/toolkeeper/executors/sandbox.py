@@ -43,7 +43,7 @@ from typing import IO, Any
 import anyio
 import anyio.to_thread
 
-from toolkeeper.errors import ToolkeeperError
+from toolkeeper.errors import ConfigError, ToolkeeperError
 
 BWRAP = "/usr/bin/bwrap"
 PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -141,6 +141,17 @@ class Sandbox:
 
     def __post_init__(self) -> None:
         resolved = tuple(Path(os.path.realpath(root)) for root in self.roots)
+        for root in resolved:
+            outer = [other for other in resolved if other in root.parents]
+            if outer:
+                # A command could replace the inner root with a symlink, and the next
+                # sandbox would bind whatever it points to writable.
+                raise ConfigError(
+                    f"writable root {root} lies inside writable root {outer[0]}; give only "
+                    f"{outer[0]}",
+                    key="roots",
+                    value=str(root),
+                )
         object.__setattr__(self, "roots", resolved)
         for name in ("hidden", "readable"):
             paths = tuple(Path(os.path.realpath(p)) for p in getattr(self, name))
@@ -211,6 +222,17 @@ class Sandbox:
         if block_fd is not None:
             args += ["--block-fd", str(block_fd)]
         return [*args, "--", *argv]
+
+    def _check_roots(self) -> None:
+        """Every root must still be the directory it was: bwrap binds whatever a path
+        leads to, so a root replaced by a symlink (or a file) would bind that writable."""
+        for root in self.roots:
+            if os.path.realpath(root) != str(root) or not root.is_dir() or root.is_symlink():
+                raise SandboxUnavailable(
+                    f"writable root {root} is no longer the directory it was (missing, a "
+                    "file or a symlink), so the command did not run",
+                    reason=f"writable root {root} changed",
+                )
 
     def _writable(self, path: Path) -> bool:
         return any(path == root or root in path.parents for root in self.roots)
@@ -283,6 +305,8 @@ class Sandbox:
         *,
         sandboxed: bool,
     ) -> Completed:
+        if sandboxed:
+            self._check_roots()
         if sandboxed and shutil.which(self.bwrap) is None:
             raise SandboxUnavailable(
                 f"bubblewrap ({self.bwrap}) is not installed, so the command did not run; "
@@ -341,7 +365,9 @@ class Sandbox:
                         _close(fd)
             early = b""
             if sandboxed:
-                early = _confine(status_read, block_write, limits, group, started + timeout)
+                early = _confine(
+                    status_read, block_write, process.pid, limits, group, started + timeout
+                )
             reader = _Reader(process, master, status_read, self.capture_limit, early)
             ended = reader.collect(started + timeout, cancel, group)
             duration = time.monotonic() - started
@@ -402,12 +428,19 @@ def _stdin_file(data: bytes | None) -> Iterator[IO[bytes]]:
 
 
 def _confine(
-    status: int, release: int, limits: ResourceLimits, group: _ProcessGroup, deadline: float
+    status: int,
+    release: int,
+    bwrap: int,
+    limits: ResourceLimits,
+    group: _ProcessGroup,
+    deadline: float,
 ) -> bytes:
-    """Wait for bwrap to report its child, which waits on the block fd before it runs
-    anything; set the rlimits on it and move it into the pids cgroup — so everything the
-    command starts inherits both — then release it. Returns the status bytes read (the
-    reader parses them with the rest). A bwrap that dies first is left to the reader."""
+    """Wait for bwrap (pid `bwrap`) to report its child, which waits on the block fd before
+    it runs anything; set the rlimits on it and move it into the pids cgroup — so everything
+    the command starts inherits both — then release it. Returns the status bytes read (the
+    reader parses them with the rest). A bwrap that dies first is left to the reader, and so
+    is a reported pid that is not bwrap's own child: limits are never set on another
+    process."""
     seen = b""
     while b"\n" not in seen:
         ready, _, _ = select.select([status], [], [], max(deadline - time.monotonic(), 0))
@@ -418,15 +451,28 @@ def _confine(
             return seen
         seen += chunk
     try:
-        pid = json.loads(seen.split(b"\n", 1)[0])["child-pid"]
-        limits.apply(int(pid))
-        group.add(int(pid))
+        pid = int(json.loads(seen.split(b"\n", 1)[0])["child-pid"])
+        if _parent_of(pid) != bwrap:
+            return seen
+        limits.apply(pid)
+        group.add(pid)
         os.write(release, b"1")
     except (ValueError, KeyError, TypeError, OSError):
         # Not released (or already gone, as when bwrap's setup failed): the child never
         # runs the command, and the reader reports how bwrap ended.
         return seen
     return seen
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 class _ProcessGroup:
