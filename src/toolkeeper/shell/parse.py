@@ -150,12 +150,13 @@ def parse(text: str, *, cwd: str | None, depth: int = 0) -> Parsed:
 
 
 def _first_error(node: tree_sitter.Node) -> tree_sitter.Node | None:
-    if node.type == "ERROR" or node.is_missing:
-        return node
-    for child in node.children:
-        if child.has_error:
-            return _first_error(child)
-    return None
+    # A loop, not recursion: an unbalanced text can nest errors thousands deep.
+    while not (node.type == "ERROR" or node.is_missing):
+        child = next((c for c in node.children if c.has_error or c.is_missing), None)
+        if child is None:
+            return None
+        node = child
+    return node
 
 
 def _text(node: tree_sitter.Node) -> str:
@@ -313,6 +314,11 @@ def _redirected(node: tree_sitter.Node, scope: _Scope, level: int) -> None:
             redirects.extend(_redirects(child, scope, level, trailing))
         else:
             trailing.append(child)
+    if redirects and len(scope.commands) == start:
+        # `> file` alone (or around a body that runs no program) still opens the file.
+        scope.commands.append(
+            RawCommand([], [], [], cwd=scope.cwd, text=_text(node), depth=scope.depth)
+        )
     for command in scope.commands[start:]:
         command.redirects.extend(redirects)
     for child in trailing:

@@ -26,21 +26,26 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 import threading
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cedarpy
 
 from toolkeeper.errors import PolicyError
 from toolkeeper.policy.cedar import _read_annotations, _split_statements, _syntax_error
 from toolkeeper.policy.decision import Decision, PolicyDecision
-from toolkeeper.runtime.invocation import Principal
 from toolkeeper.shell.analysis import CommandAnalysis
 from toolkeeper.shell.command import SimpleCommand
 from toolkeeper.shell.normalize import within
+
+if TYPE_CHECKING:
+    # Only named in annotations: importing the runtime here would tie the shell package to
+    # the harness that registers it.
+    from toolkeeper.runtime.invocation import Principal
 
 _PROGRAM_TYPE = "Toolkeeper::Program"
 _PRINCIPAL_TYPE = "Toolkeeper::Principal"
@@ -51,7 +56,8 @@ _CAUTION = (
     Decision.REQUIRE_APPROVAL,
     Decision.DENY,
 )
-_CACHE_ENTRIES = 4096
+DECISION_CACHE_ENTRIES = 4096
+"""How many Cedar answers a `ShellPolicy` keeps by default (oldest dropped first)."""
 
 SHIPPED_POLICIES = {
     "read_only": "shell_readonly.cedar",
@@ -90,7 +96,9 @@ class ShellPolicy:
 
     `shipped` names shipped policies to start from (``"read_only"``, ``"example"``);
     `policy_files` and `policies` add operator text after them. A forbid beats every permit,
-    so an operator file can only narrow what a forbid in the shipped text rules out."""
+    so an operator file can only narrow what a forbid in the shipped text rules out.
+    `decision_cache_entries` bounds the answers kept per (principal, program, context); 0
+    keeps none."""
 
     def __init__(
         self,
@@ -98,6 +106,7 @@ class ShellPolicy:
         shipped: Sequence[str] = ("read_only",),
         policy_files: Sequence[str | Path] = (),
         policies: str = "",
+        decision_cache_entries: int = DECISION_CACHE_ENTRIES,
     ) -> None:
         sources = [
             (f"toolkeeper/policy/{SHIPPED_POLICIES.get(n, n)}", shipped_policy_text(n))
@@ -125,6 +134,11 @@ class ShellPolicy:
                     "policy decides on the command's context, so write the constraint in `when`"
                 )
         self._sources = tuple(source for source, _ in sources)
+        # Building and parsing the context costs more than evaluating it; keys no policy
+        # names are left out (a policy cannot read what it never mentions).
+        text = "\n".join(text for _, text in sources)
+        self._reads = frozenset(key for key in _CONTEXT_KEYS if re.search(rf"\b{key}\b", text))
+        self._cache_entries = decision_cache_entries
         self._cache: dict[tuple[Principal, str, str, bool, str], PolicyDecision] = {}
         self._lock = threading.Lock()
 
@@ -136,7 +150,8 @@ class ShellPolicy:
     ) -> PolicyDecision:
         """Cedar's answer for one simple command; never raises (an error is a deny)."""
         try:
-            context = json.dumps(_context(command, roots, text), sort_keys=True)
+            full = _context(command, roots, text)
+            context = json.dumps({key: full[key] for key in self._reads}, sort_keys=True)
             key = (principal, command.name, command.program, command.known, context)
             known = self._cache.get(key)
             if known is not None:
@@ -158,9 +173,9 @@ class ShellPolicy:
                 ("toolkeeper.engine_error",),
                 (f"Cedar evaluation failed: {type(exc).__name__}: {exc}",),
             )
-        if "toolkeeper.evaluation_error" not in decision.policy_ids:
+        if self._cache_entries and "toolkeeper.evaluation_error" not in decision.policy_ids:
             with self._lock:
-                if len(self._cache) >= _CACHE_ENTRIES:
+                if len(self._cache) >= self._cache_entries:
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[key] = decision
         return decision
@@ -226,6 +241,29 @@ def decide(
         tuple(dict.fromkeys(reason for d in chosen for reason in d.reasons)),
         decided,
     )
+
+
+_CONTEXT_KEYS = (
+    "command",
+    "cwd",
+    "argv",
+    "subcommand",
+    "options",
+    "operands",
+    "reads",
+    "writes",
+    "network",
+    "process_control",
+    "dynamic",
+    "known",
+    "effect",
+    "open_world",
+    "roots",
+    "repository",
+    "writes_within_roots",
+    "writes_within_repository",
+    "reads_within_roots",
+)
 
 
 def _context(command: SimpleCommand, roots: Sequence[str], text: str) -> dict[str, Any]:

@@ -12,15 +12,20 @@ A program entry (``[programs.NAME]``) says:
     reads_from      options whose value is a path read
     writes_to       options whose value is a path written
     writes_when     options that turn the operand reads into writes (``sed -i``)
+    reads_when      options that turn the operand writes into reads (``gzip -c``)
     open_when       options that make the run open world (``--upload-pack``)
     network_when    options that use the network
     network, process_control, open_world   always so (open_world names why)
+    open_with_operands     why an operand makes it open world (``hostname NAME``)
     repository      read | write: a version-control command on the repository at cwd
-    writes_with_operands   true: an operand (a branch name) makes it a write
+    writes_with_operands   this many operands make it a write (a branch name: 1)
+    open_when_writing      options that make a write open world (``--global``)
+    writes_cwd      true: it writes files into its working directory (split)
     global_values   options before the subcommand that take a value
     subcommands     a table of subcommand → entry (nested for ``stash list``);
-                    ``default`` names the entry used when none is given
-    handler         git | find | sed | awk | shell | eval: code in `normalize` reads these
+                    ``default`` names the entry used when none is given, or when the
+                    first operand names none (``git reflog main`` is ``git reflog show main``)
+    handler         git | find | sed | awk | shell | eval | date: code in `normalize`
 
 A wrapper entry (``[wrappers.NAME]``) strips to the command it runs: ``values``,
 ``positional`` (leading operands it consumes, e.g. timeout's duration), ``assignments``
@@ -43,7 +48,7 @@ from typing import Any
 from toolkeeper.errors import ConfigError
 
 _OPERAND_KINDS = frozenset({"read", "write", "none", "copy", "move", "pattern", "link"})
-_HANDLERS = frozenset({"git", "find", "sed", "awk", "shell", "eval"})
+_HANDLERS = frozenset({"git", "find", "sed", "awk", "shell", "eval", "date"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,13 +60,22 @@ class Rule:
     reads_from: frozenset[str] = frozenset()
     writes_to: frozenset[str] = frozenset()
     writes_when: frozenset[str] = frozenset()
+    reads_when: frozenset[str] = frozenset()
+    """Options that turn operand writes into reads (``gzip -c`` writes standard output)."""
     open_when: frozenset[str] = frozenset()
     network_when: frozenset[str] = frozenset()
     network: bool = False
     process_control: bool = False
     open_world: str = ""
+    open_with_operands: str = ""
+    """Why any operand makes the run open world (``hostname NAME`` sets the host name)."""
     repository: str = ""
-    writes_with_operands: bool = False
+    writes_with_operands: int = 0
+    """This many operands make it a write (``git branch NAME``: 1, ``git config K V``: 2)."""
+    open_when_writing: frozenset[str] = frozenset()
+    """Options that make a write open world (``git config --global`` writes ~/.gitconfig)."""
+    writes_cwd: bool = False
+    """It writes files into its working directory whatever its operands (split's pieces)."""
     global_values: frozenset[str] = frozenset()
     subcommands: Mapping[str, Rule] = dataclasses.field(default_factory=dict)
     default: str = ""
