@@ -19,7 +19,6 @@ pipeline like any tool. What is particular to the shell is in three pieces:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,7 +36,9 @@ from toolkeeper.policy import PolicyDecision
 from toolkeeper.runtime.context import ToolContext
 from toolkeeper.runtime.invocation import Principal
 from toolkeeper.runtime.registry import CallFacts
+from toolkeeper.schema.document import canonical_json
 from toolkeeper.shell.analysis import analyze
+from toolkeeper.shell.command import ShellEffect
 from toolkeeper.shell.execution import GRACE, SandboxedCommand, sandbox_for
 from toolkeeper.shell.policy import ShellPolicy, decide
 from toolkeeper.shell.results import OUTPUT_SCHEMA
@@ -84,8 +85,8 @@ def working_directory(given: str | None, default: Path) -> Path:
 
 
 def digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    """The sha256 of `value`'s canonical JSON, as the pipeline digests arguments."""
+    return "sha256:" + hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
 def shell_contract(*, roots: Sequence[Path], timeout: float, network: bool) -> ToolContract:
@@ -181,7 +182,7 @@ class ShellAnalyzer:
             )
         analysis = analyze(command, cwd=str(cwd), roots=[str(r) for r in roots], rules=self.rules)
         judged = decide(analysis, principal=principal, policy=self.policy)
-        side_effect, open_world = _EFFECTS[str(analysis.effect)]
+        side_effect, open_world = _EFFECTS[analysis.effect]
         # The words and the resolved paths: a symlink swapped after approval changes where
         # the same words write, and makes the approval stale.
         bound["analysis"] = digest([[list(c.argv), list(c.writes)] for c in analysis.commands])
@@ -210,11 +211,11 @@ class ShellAnalyzer:
 
 
 _EFFECTS = {
-    "read_only": (SideEffect.NONE, False),
+    ShellEffect.READ_ONLY: (SideEffect.NONE, False),
     # A write within the roots is not undoable in general (rm): committing, so the shipped
     # policy asks a human unless an operator policy permits it.
-    "writes_within_roots": (SideEffect.COMMITTING, False),
-    "open_world": (SideEffect.COMMITTING, True),
+    ShellEffect.WRITES_WITHIN_ROOTS: (SideEffect.COMMITTING, False),
+    ShellEffect.OPEN_WORLD: (SideEffect.COMMITTING, True),
 }
 
 
