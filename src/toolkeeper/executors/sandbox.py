@@ -500,12 +500,17 @@ class _ProcessGroup:
             yield group
         finally:
             group.kill()
-            for _ in range(100):
+            pause = 0.0005
+            deadline = time.monotonic() + 2.0
+            while True:
                 try:
                     path.rmdir()
                     break
-                except OSError:  # members still exiting
-                    time.sleep(0.01)
+                except OSError:  # members still exiting: usually gone within a millisecond
+                    if time.monotonic() > deadline:
+                        break  # an empty pids cgroup left behind costs nothing
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
 
     def join(self) -> None:
         """Move the calling process into the group (the fallback's child, before exec)."""
