@@ -363,9 +363,9 @@ class Sandbox:
                 for fd in (status_write, block_read, slave):
                     if fd is not None:
                         _close(fd)
-            early = b""
+            early, released = b"", not sandboxed
             if sandboxed:
-                early = _confine(
+                early, released = _confine(
                     status_read, block_write, process.pid, limits, group, started + timeout
                 )
             reader = _Reader(process, master, status_read, self.capture_limit, early)
@@ -373,13 +373,18 @@ class Sandbox:
             duration = time.monotonic() - started
         code = process.returncode
         status = reader.status
-        if sandboxed and ended is None and "exit-code" not in status:
-            message = reader.stderr.decode("utf-8", "replace").strip()
-            if message.startswith("bwrap:") or not status:
-                raise SandboxUnavailable(
-                    f"the sandbox could not start, so the command did not run: {message}",
-                    reason=message,
-                )
+        # The command did not run when bwrap's child was never released from the block fd,
+        # or when bwrap reported no exit code and said why itself (its setup failed after
+        # the release: a mount, the uid map). bwrap prints nothing once the command runs.
+        unstarted = not released or reader.stderr.startswith(b"bwrap: ")
+        if sandboxed and ended is None and "exit-code" not in status and unstarted:
+            message = reader.stderr.decode("utf-8", "replace").strip() or (
+                f"bwrap ended ({_described_status(code)}) before starting the command"
+            )
+            raise SandboxUnavailable(
+                f"the sandbox could not start, so the command did not run: {message}",
+                reason=message,
+            )
         exit_code: int | None = None
         signal_number: int | None = None
         if ended is not None:
@@ -427,6 +432,12 @@ def _stdin_file(data: bytes | None) -> Iterator[IO[bytes]]:
         yield handle
 
 
+def _described_status(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+
 def _confine(
     status: int,
     release: int,
@@ -434,34 +445,32 @@ def _confine(
     limits: ResourceLimits,
     group: _ProcessGroup,
     deadline: float,
-) -> bytes:
+) -> tuple[bytes, bool]:
     """Wait for bwrap (pid `bwrap`) to report its child, which waits on the block fd before
     it runs anything; set the rlimits on it and move it into the pids cgroup — so everything
     the command starts inherits both — then release it. Returns the status bytes read (the
-    reader parses them with the rest). A bwrap that dies first is left to the reader, and so
-    is a reported pid that is not bwrap's own child: limits are never set on another
-    process."""
+    reader parses them with the rest) and whether the child was released. A bwrap that dies
+    first is never released, nor is a reported pid that is not bwrap's own child: limits
+    are never set on another process, and an unreleased child never runs the command."""
     seen = b""
     while b"\n" not in seen:
         ready, _, _ = select.select([status], [], [], max(deadline - time.monotonic(), 0))
         if not ready:
-            return seen
+            return seen, False
         chunk = os.read(status, _READ)
         if not chunk:
-            return seen
+            return seen, False
         seen += chunk
     try:
         pid = int(json.loads(seen.split(b"\n", 1)[0])["child-pid"])
         if _parent_of(pid) != bwrap:
-            return seen
+            return seen, False
         limits.apply(pid)
         group.add(pid)
         os.write(release, b"1")
     except (ValueError, KeyError, TypeError, OSError):
-        # Not released (or already gone, as when bwrap's setup failed): the child never
-        # runs the command, and the reader reports how bwrap ended.
-        return seen
-    return seen
+        return seen, False  # the child is gone already (bwrap's setup failed) or unreadable
+    return seen, True
 
 
 def _parent_of(pid: int) -> int | None:
