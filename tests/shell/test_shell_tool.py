@@ -5,6 +5,9 @@ its parse summary, refusals, failing closed, timeouts and vendor views."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +212,23 @@ def test_shell_commands_pass_all_ten_stages_in_order(
         assert envelope.status is Status.SUCCEEDED
         seen = [e.stage for e in harness.ledger.events(envelope.execution_meta.request_id)]
         assert list(dict.fromkeys(seen)) == list(STAGE_NAMES)
+
+
+@pytest.fixture
+def outside_tmp() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="tk-hidden-"))
+    (path / "token").write_text("s3cret")
+    yield path
+    shutil.rmtree(path)
+
+
+def test_the_operator_names_what_is_hidden(
+    tmp_path: Path, root: Path, outside_tmp: Path, alice: Principal
+) -> None:
+    shown = Harness(home=tmp_path / "tk1")
+    shown.register_shell(roots=[root])
+    listing = run(shown, f"ls {outside_tmp}", alice).structured_content["stdout"]
+    assert listing == "token\n"  # /var/tmp is neither the home nor hidden by default
+    hiding = Harness(home=tmp_path / "tk2")
+    hiding.register_shell(roots=[root], hidden=[outside_tmp])
+    assert run(hiding, f"ls {outside_tmp}", alice).structured_content["stdout"] == ""

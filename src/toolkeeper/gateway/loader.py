@@ -97,6 +97,7 @@ def load_shell(harness: Harness, config: GatewayConfig) -> None:
         timeout=shell.timeout,
         network=shell.network,
         environment=shell.environment,
+        hidden=shell.hidden,
         policy=ShellPolicy(policy_files=shell.policies),
         rules=RuleTable.load(shell.rules) if shell.rules else None,
         unsandboxed_fallback=shell.unsandboxed_fallback,

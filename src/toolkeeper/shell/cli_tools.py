@@ -159,6 +159,7 @@ def register_cli(
     network: bool = False,
     environment: Mapping[str, str] | None = None,
     limits: ResourceLimits | None = None,
+    hidden: Sequence[str | Path] | None = None,
     version: str = "1.0.0",
 ) -> ToolContract:
     """Register a narrow tool over one CLI invocation (see the module docstring).
@@ -167,7 +168,12 @@ def register_cli(
     template = CliTemplate(argv)
     where = Path(os.path.realpath(cwd))
     sandbox = sandbox_for(
-        harness, roots or [where], network=network, environment=environment, limits=limits
+        harness,
+        roots or [where],
+        network=network,
+        environment=environment,
+        limits=limits,
+        hidden=hidden,
     )
     contract = cli_contract(
         name,

@@ -104,8 +104,10 @@ def sandbox_for(
     limits: ResourceLimits | None = None,
     unsandboxed_fallback: bool = False,
     bwrap: str = BWRAP,
+    hidden: Sequence[str | Path] | None = None,
 ) -> Sandbox:
-    """The sandbox a tool of `harness` runs its commands in; the roots must exist."""
+    """The sandbox a tool of `harness` runs its commands in; the roots must exist. `hidden`
+    paths are covered by an empty directory (default: the user's home)."""
     if not roots:
         raise ConfigError(
             "a sandboxed command needs at least one writable root; pass roots=[<directory>]",
@@ -119,15 +121,17 @@ def sandbox_for(
                 key="roots",
                 value=str(root),
             )
-    # The harness's own home (ledger, artifacts) is hidden with the user's: a command has
-    # no business reading the audit trail or stored results.
-    hidden = (Path.home(), Path(harness.home).resolve())
+    # The harness's own home (ledger, artifacts) is always hidden, with the user's home
+    # unless `hidden` names other paths: a command has no business reading the audit trail,
+    # stored results, or the keys and tokens under ~.
+    covered = (*(Path(p) for p in (hidden if hidden is not None else [Path.home()])),)
+    covered += (Path(harness.home).resolve(),)
     return Sandbox(
         roots=tuple(Path(r) for r in roots),
         network=network,
         limits=limits or ResourceLimits(),
         environment=dict(environment or {}),
-        hidden=hidden,
+        hidden=covered,
         unsandboxed_fallback=unsandboxed_fallback,
         bwrap=bwrap,
     )

@@ -232,11 +232,13 @@ def register_shell(
     rules: RuleTable | None = None,
     unsandboxed_fallback: bool = False,
     bwrap: str = BWRAP,
+    hidden: Sequence[str | Path] | None = None,
 ) -> ToolContract:
     """Register the `shell` tool on `harness` (see the module docstring). `policy` is the
     shell policy (default: the shipped read-only one), `rules` the rule table (default: the
-    shipped one). `unsandboxed_fallback=True` is the operator's explicit opt-out of failing
-    closed when bubblewrap (`bwrap`) cannot start."""
+    shipped one). `hidden` paths are covered by an empty directory (default: the user's
+    home; the harness's home always). `unsandboxed_fallback=True` is the operator's explicit
+    opt-out of failing closed when bubblewrap (`bwrap`) cannot start."""
     sandbox = sandbox_for(
         harness,
         roots,
@@ -245,6 +247,7 @@ def register_shell(
         limits=limits,
         unsandboxed_fallback=unsandboxed_fallback,
         bwrap=bwrap,
+        hidden=hidden,
     )
     default_cwd = Path(os.path.realpath(cwd)) if cwd is not None else sandbox.roots[0]
     runner = SandboxedCommand(

@@ -308,6 +308,8 @@ class ShellConfig(_Strict):
     rules: list[Path] = Field(default_factory=list)
     """Rule table files extending the shipped one."""
     environment: dict[str, str] = Field(default_factory=dict)
+    hidden: list[Path] | None = None
+    """Paths commands see as empty directories (default: the user's home)."""
     unsandboxed_fallback: bool = False
     """Run commands without bubblewrap when it cannot start. Off: nothing runs then."""
 
