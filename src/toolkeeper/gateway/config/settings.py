@@ -448,7 +448,7 @@ class GatewayConfig(_Strict):
 
 def _shell_paths_beside(shell: dict[str, Any], base: Path) -> dict[str, Any]:
     shell = dict(shell)
-    for key in ("roots", "policies", "rules"):
+    for key in ("roots", "policies", "rules", "hidden"):
         value = shell.get(key)
         if isinstance(value, list):
             shell[key] = [base / p if isinstance(p, str | Path) else p for p in value]
