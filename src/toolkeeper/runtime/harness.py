@@ -277,6 +277,7 @@ class Harness:
         run under bubblewrap with `roots` as its only writable directories. Options:
         `timeout`, `network`, `cwd`, `environment`, `limits`, `policy`, `rules`,
         `unsandboxed_fallback` (docs/shell-execution.md)."""
+        # Imported here: the shell's parser is the `shell` extra, which the core never loads.
         from toolkeeper.shell.tool import register_shell
 
         return register_shell(self, roots=roots, **options)
@@ -286,6 +287,7 @@ class Harness:
         argv=["git", "commit", "-m", "{message}"], cwd=repo, description=...)``: typed
         parameters fill whole argv elements, and it runs in the shell's sandbox
         (docs/shell-execution.md)."""
+        # Imported here, like register_shell: toolkeeper.shell needs the `shell` extra.
         from toolkeeper.shell.cli_tools import register_cli
 
         return register_cli(self, name, argv=argv, **options)
