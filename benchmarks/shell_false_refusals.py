@@ -70,6 +70,7 @@ _ANY_COMMAND = frozenset(
 _FILE_REDIRECT = re.compile(r"(?<![0-9&<])>>?\s*(?!\s*/dev/null)(?!&)")
 
 
+_LDD = "may run the binary: the page itself warns against untrusted ones"
 REVIEWED_WRITES = {
     "git help --web subcommand": "opens a web browser",
     "git restore --staged path/to/file": "changes the index",
@@ -89,6 +90,22 @@ REVIEWED_WRITES = {
     "coredumpctl debug -A \"-iex 'set debuginfod enabled on' -iex 'set pagination off' -ex bt\"": (
         "runs a debugger"
     ),
+    "pygmentize -f html -l lexer -o output filename": "writes the HTML file",
+    "pygmentize -f html -O linenos=1 -l lexer -o output filename": "writes the HTML file",
+    "ldd path/to/binary": _LDD,
+    "ldd --verbose path/to/binary": _LDD,
+    "ldd --unused path/to/binary": _LDD,
+    "ldd --data-relocs path/to/binary": _LDD,
+    "ldd --function-relocs path/to/binary": _LDD,
+    "neofetch --enable infoname": "creates its config file on first run (the page says so)",
+    "neofetch --os_arch on": "creates its config file on first run (the page says so)",
+    "neofetch --cpu_brand on": "creates its config file on first run (the page says so)",
+    "glow github.com/user/repo": "fetches a README from GitHub",
+    "systemctl enable unit": "enables a unit",
+    "systemctl mask unit": "masks a unit",
+    "systemctl daemon-reload": "reloads the service manager",
+    "stty -echo": "changes the terminal's settings",
+    "htmlq --pretty --filename in.html --output out.html": "writes out.html",
     "swapon path/to/file": "enables swap",
     "swapon --all": "enables swap",
     "swapon -L label": "enables swap",

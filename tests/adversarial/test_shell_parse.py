@@ -54,3 +54,14 @@ def test_a_comment_only_text_runs_nothing_and_is_allowed(tmp_path: object) -> No
     assert analysis.refused is None and analysis.commands == ()
     decision = decide(analysis, principal=Principal("a"), policy=ShellPolicy())
     assert decision.decision is Decision.ALLOW
+
+
+def test_threads_analyzing_at_once_get_their_own_answers(tmp_path: object) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = ["git status", "rm -rf /", "ls | grep x", "echo $(curl x)"] * 50
+    root = str(tmp_path)
+    alone = {text: analyze(text, cwd=root, roots=[root]).effect for text in set(texts)}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(lambda t: analyze(t, cwd=root, roots=[root]).effect, texts))
+    assert together == [alone[text] for text in texts]

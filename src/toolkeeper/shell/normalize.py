@@ -154,6 +154,9 @@ def _program(
     rule = table.programs.get(name)
     if rule is None:
         return [_unknown(words, facts, roots, f"{name} is not in the rule table")]
+    if rule.bundled_first and len(words) > 1 and re.fullmatch(r"[A-Za-z]+", words[1].value or ""):
+        bundle = "-" + (words[1].value or "")
+        words = [words[0], Word(bundle, bundle), *words[2:]]
     if rule.handler == "git":
         rule, subcommand = _git_globals(words, rule, table, facts)
     else:
@@ -271,7 +274,8 @@ def _subcommand(words: list[Word], rule: Rule, facts: _Facts) -> tuple[Rule | No
         _options(words[start:index], rule, facts)
         word = words[index]
         sub = rule.subcommands.get(word.value or "")
-        if sub is None and rule.default and word.value is not None and names:
+        takes = names or rule.default_takes_operands
+        if sub is None and rule.default and word.value is not None and takes:
             # `git reflog main`: the default subcommand, with this word as its operand.
             names.append(rule.default)
             rule = rule.subcommands[rule.default]
@@ -375,12 +379,26 @@ def _has_dangerous_options(rule: Rule) -> bool:
 def _apply(rule: Rule, facts: _Facts) -> None:
     """Give the options and operands the meaning `rule` assigns them."""
     options = set(facts.options)
-    facts.network = facts.network or rule.network or bool(options & rule.network_when)
+    alone = bool(options) and options <= rule.queries and not facts.operands
+    if alone or options & rule.list_when:
+        # `python --version`, `unzip -l`, `tar -tf`: it only answers.
+        rule = dataclasses.replace(
+            rule, open_world="", operands="read", writes_when=frozenset(), writes_cwd=False
+        )
+    networked = rule.network and not options & rule.offline_when
+    facts.network = facts.network or networked or bool(options & rule.network_when)
     facts.process_control = facts.process_control or rule.process_control
     if rule.open_world:
         facts.open_world.append(rule.open_world)
-    if rule.open_with_operands and facts.operands:
+    settings = [w for w in facts.operands if w.value not in rule.query_operands]
+    if rule.open_with_operands and settings:
         facts.open_world.append(rule.open_with_operands)
+    if rule.known_options and options - rule.known_options:
+        unknown = ", ".join(sorted(options - rule.known_options))
+        facts.open_world.append(f"option {unknown} is not one the table knows to only read")
+    if rule.code_after and len(facts.operands) > rule.code_after:
+        facts.open_world.append("evaluates an operand as code")
+        facts.operands = facts.operands[: rule.code_after]
     for option in sorted(options & rule.open_when):
         facts.open_world.append(f"option {option} can run other programs or reach other hosts")
     for option, value in facts.values:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
 import unicodedata
 from collections.abc import Iterator
 
@@ -97,8 +98,20 @@ class _Scope:
 
 
 @functools.cache
+def _language() -> tree_sitter.Language:
+    return tree_sitter.Language(tree_sitter_bash.language())
+
+
+_PARSERS = threading.local()
+
+
 def _parser() -> tree_sitter.Parser:
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    # A tree-sitter parser holds parse state: one per thread, since the harness analyzes
+    # commands on worker threads.
+    parser: tree_sitter.Parser | None = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        parser = _PARSERS.parser = tree_sitter.Parser(_language())
+    return parser
 
 
 def refusal_of_text(text: str) -> str | None:

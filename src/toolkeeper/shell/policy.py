@@ -145,6 +145,11 @@ class ShellPolicy:
     def __repr__(self) -> str:
         return f"ShellPolicy(policies={len(self._policies)}, sources={list(self._sources)})"
 
+    @property
+    def cached_entries(self) -> int:
+        """How many Cedar answers the cache holds now; never above ``decision_cache_entries``."""
+        return len(self._cache)
+
     def decide_command(
         self, command: SimpleCommand, *, principal: Principal, roots: Sequence[str], text: str
     ) -> PolicyDecision:

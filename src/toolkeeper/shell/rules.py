@@ -15,8 +15,16 @@ A program entry (``[programs.NAME]``) says:
     reads_when      options that turn the operand writes into reads (``gzip -c``)
     open_when       options that make the run open world (``--upload-pack``)
     network_when    options that use the network
+    offline_when    options that keep a `network` program local (``--offline``)
     network, process_control, open_world   always so (open_world names why)
     open_with_operands     why an operand makes it open world (``hostname NAME``)
+    queries         options that alone make it only answer (``python --version``)
+    list_when       options that make it list, not extract (``tar -t``, ``unzip -l``)
+    bundled_first   true: the first word may be options without a dash (``tar xvf``)
+    known_options   when set, any other option makes it open world (``stty -echo``)
+    query_operands  operands that only ask (``stty speed``)
+    code_after      operands after this many are code it evaluates (``fx FILE EXPR``)
+    default_takes_operands  a first operand naming no subcommand belongs to ``default``
     repository      read | write: a version-control command on the repository at cwd
     writes_with_operands   this many operands make it a write (a branch name: 1)
     open_when_writing      options that make a write open world (``--global``)
@@ -64,10 +72,28 @@ class Rule:
     """Options that turn operand writes into reads (``gzip -c`` writes standard output)."""
     open_when: frozenset[str] = frozenset()
     network_when: frozenset[str] = frozenset()
+    offline_when: frozenset[str] = frozenset()
+    """Options that keep a networked command local (``cargo metadata --no-deps``)."""
     network: bool = False
     process_control: bool = False
     open_world: str = ""
     open_with_operands: str = ""
+    queries: frozenset[str] = frozenset()
+    """Options that, given alone (no other option, no operand), make it only answer
+    (``python --version``): ``ruby -v -e CODE`` still runs CODE, so alone is required."""
+    list_when: frozenset[str] = frozenset()
+    """Options that put it in a listing mode, whatever else is given (``tar -t``,
+    ``unzip -l``): its open_world and operand writes do not apply, operands are read."""
+    known_options: frozenset[str] = frozenset()
+    """When set, any other option makes the run open world (stty's ``-echo`` is a setting)."""
+    query_operands: frozenset[str] = frozenset()
+    """Operands that only ask (``stty speed``); others trigger `open_with_operands`."""
+    code_after: int = 0
+    """Operands after this many are code it evaluates (``fx FILE EXPR``): open world."""
+    default_takes_operands: bool = False
+    """A first operand naming no subcommand is an operand of ``default`` (``dua DIR``)."""
+    bundled_first: bool = False
+    """Its first word may be an option bundle without a dash (``tar xvf``)."""
     """Why any operand makes the run open world (``hostname NAME`` sets the host name)."""
     repository: str = ""
     writes_with_operands: int = 0
