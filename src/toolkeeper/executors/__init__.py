@@ -7,8 +7,9 @@ side effects. Timeouts and cancellation are applied by the harness around `execu
 executor gets the same semantics.
 
 `inprocess` runs Python functions; `mcp` runs the tools of another MCP server (it needs the
-``gateway`` extra, so this package does not import it). An executor that acts out of process
-checks `context.grant` itself (`GrantAuthority.check_call`) before anything leaves.
+``gateway`` extra, so this package does not import it); `sandbox` runs a process under
+bubblewrap (shell commands, CLI tools, sandboxed stdio upstreams). An executor that acts out
+of process checks `context.grant` itself (`GrantAuthority.check_call`) before anything leaves.
 """
 
 from __future__ import annotations

@@ -49,6 +49,8 @@ def build_harness(config: GatewayConfig, *, recover: bool = True) -> Harness:
     )
     try:
         load_tools(harness, config)
+        if config.shell is not None:
+            load_shell(harness, config)
     except BaseException:
         harness.close()
         raise
@@ -80,6 +82,26 @@ def load_tools(harness: Harness, config: GatewayConfig) -> None:
                     value=target,
                 )
             _register(harness, function, contract, key, target)
+    check_reserved_names(harness)
+
+
+def load_shell(harness: Harness, config: GatewayConfig) -> None:
+    """Register the `shell` tool the ``shell`` section describes."""
+    shell = config.shell
+    assert shell is not None
+    from toolkeeper.shell.policy import ShellPolicy
+    from toolkeeper.shell.rules import RuleTable
+
+    harness.register_shell(
+        roots=list(shell.roots),
+        timeout=shell.timeout,
+        network=shell.network,
+        environment=shell.environment,
+        hidden=shell.hidden,
+        policy=ShellPolicy(policy_files=shell.policies),
+        rules=RuleTable.load(shell.rules) if shell.rules else None,
+        unsandboxed_fallback=shell.unsandboxed_fallback,
+    )
     check_reserved_names(harness)
 
 

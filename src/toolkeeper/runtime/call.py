@@ -27,7 +27,7 @@ from toolkeeper.runtime.envelope import EffectState, ResultEnvelope, Status, Too
 from toolkeeper.runtime.grants import Grant, GrantAuthority
 from toolkeeper.runtime.invocation import InvocationRequest, Principal, Proposal
 from toolkeeper.runtime.limits import Limits
-from toolkeeper.runtime.registry import Registry, ToolEntry
+from toolkeeper.runtime.registry import CallFacts, Registry, ToolEntry
 from toolkeeper.runtime.views import View
 from toolkeeper.secrets.providers import ResolvedSecrets, SecretBroker
 from toolkeeper.secrets.redaction import Redactor
@@ -145,6 +145,7 @@ class Call:
     request: InvocationRequest | None = None  # normalize (approve adds the grant id)
     recorded_arguments: Any = None  # normalize: redacted, classified fields masked
     row_arguments: Any = None  # normalize: recorded_arguments, or their artifact reference
+    facts: CallFacts | None = None  # normalize: the entry's analyzer's judgement, if any
     decision: PolicyDecision | None = None  # authorize
     grant: Grant | None = None  # approve
     secrets: ResolvedSecrets | None = None  # bind_credentials

@@ -49,6 +49,7 @@ from toolkeeper.runtime.peer import GovernedPeer
 from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER, Reconciliation, recover
 from toolkeeper.runtime.recording import base_record
 from toolkeeper.runtime.registry import (
+    CallAnalyzer,
     Registry,
     ResourceVersionReader,
     Verifier,
@@ -257,19 +258,42 @@ class Harness:
         executor: Executor | Callable[..., Any] | None = None,
         verifier: Verifier | None = None,
         resource_version: ResourceVersionReader | None = None,
+        analyzer: CallAnalyzer | None = None,
     ) -> ToolContract:
         """Add a tool: a function (decorated with `@tool` or not) or a contract plus its
-        executor. Returns the registered contract."""
+        executor. Returns the registered contract. `analyzer` judges each call by its
+        arguments when one contract covers calls of different effect (the shell)."""
         entry = compile_entry(
             tool,
             executor=executor,
             verifier=verifier,
             resource_version=resource_version,
             verifiers=self._verifiers,
+            analyzer=analyzer,
         )
         self.registry.add(entry)  # the views follow through the registry's listener
         _warn_if_never_permitted(self._policy or _default_policy(), entry.contract)
         return entry.contract
+
+    def register_shell(self, *, roots: list[str | Path], **options: Any) -> ToolContract:
+        """Add the governed `shell` tool: each command parsed, judged by what it does and
+        run under bubblewrap with `roots` as its only writable directories. Options:
+        `timeout`, `network`, `cwd`, `environment`, `limits`, `policy`, `rules`,
+        `unsandboxed_fallback` (docs/shell-execution.md)."""
+        # Imported here: the shell's parser is the `shell` extra, which the core never loads.
+        from toolkeeper.shell.tool import register_shell
+
+        return register_shell(self, roots=roots, **options)
+
+    def register_cli(self, name: str, *, argv: list[str], **options: Any) -> ToolContract:
+        """Add a narrow tool over one CLI invocation, e.g. ``register_cli("git_commit",
+        argv=["git", "commit", "-m", "{message}"], cwd=repo, description=...)``: typed
+        parameters fill whole argv elements, and it runs in the shell's sandbox
+        (docs/shell-execution.md)."""
+        # Imported here, like register_shell: toolkeeper.shell needs the `shell` extra.
+        from toolkeeper.shell.cli_tools import register_cli
+
+        return register_cli(self, name, argv=argv, **options)
 
     def register_verifier(self, name: str, verifier: Verifier) -> None:
         """Make a read-back verifier available to contracts that name it."""

@@ -2,7 +2,8 @@
 
 `compile_entry` turns what `Harness.register` was given into a frozen `ToolEntry` once: the
 contract (with the verifier it really runs), its ref and digest, the executor, the read-back
-hooks, the context parameter, how output is serialized and the compiled output validator.
+hooks, the call analyzer, the context parameter, how output is serialized and the compiled
+output validator.
 Anything that does not fit together is refused there, with the fix, not found on a call.
 
 Several versions of one tool live side by side, so a call approved against 1.0.0 can still be
@@ -22,11 +23,13 @@ import jsonschema
 import jsonschema_rs
 
 from toolkeeper.contract.functions import RESULT_KEY, contract_of, returned_schema
-from toolkeeper.contract.model import ToolContract, semver_key
+from toolkeeper.contract.model import SideEffect, ToolContract, semver_key
 from toolkeeper.errors import RegistryError
 from toolkeeper.executors import Executor
 from toolkeeper.executors.inprocess import FunctionExecutor
+from toolkeeper.policy import PolicyDecision
 from toolkeeper.runtime.envelope import FieldError
+from toolkeeper.runtime.invocation import Principal
 from toolkeeper.runtime.output import NoJsonForm, json_output
 from toolkeeper.validation.arguments import ArgumentValidator, compile_arguments
 
@@ -37,6 +40,35 @@ intended effect is in place. True confirmed, False absent, None cannot tell."""
 ResourceVersionReader = Callable[..., Any]
 """`reader(arguments, context) -> dict[str, str]` (may be async): the current versions of
 the resources a call would change, compared again before an approved call resumes."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallFacts:
+    """What one call of a tool whose effect depends on its arguments will do — the shell,
+    where ``ls`` and ``rm -rf build/`` are one contract. The contract declares the worst
+    case (and the pipeline's durability — intents, retries — follows it); policy and the
+    approver judge the call by these facts instead."""
+
+    side_effect: SideEffect
+    """This call's effect class, as policy sees it in place of the contract's."""
+    open_world: bool
+    account: str
+    """What the call does, in a sentence a reviewer can judge (the approval shows it)."""
+    summary: Mapping[str, Any] = field(default_factory=dict)
+    """Recorded in the ledger with the call (for the shell: the parse tree's summary)."""
+    refusal: str | None = None
+    """Why the call cannot be judged at all (it is then refused before policy)."""
+    decision: PolicyDecision | None = None
+    """The tool's own policy answer, if it has one; the stricter of it and the engine's
+    decision stands."""
+    bound: Mapping[str, str] = field(default_factory=dict)
+    """Facts an approval is bound to besides the arguments (for the shell: the argv digest,
+    the working directory, the environment). A resumed call whose facts differ is stale."""
+
+
+CallAnalyzer = Callable[[dict[str, Any], Principal], CallFacts]
+"""`analyzer(arguments, principal) -> CallFacts`: judge one call by its arguments, compiled
+into the entry at registration. Called once per call, at normalize (and again on resume)."""
 
 _MAX_FIELD_ERRORS = 20
 
@@ -54,6 +86,8 @@ class ToolEntry:
     wraps_result: bool = False
     """Output is always wrapped as ``{"result": value}`` (the function's return type is not an
     object); otherwise a dict is the output as is and anything else is wrapped."""
+    analyzer: CallAnalyzer | None = None
+    """Judges each call by its arguments (`CallFacts`); None: the contract says it all."""
     ref: str = field(init=False)
     digest: str = field(init=False)
     validator: ArgumentValidator = field(init=False, repr=False)
@@ -124,6 +158,7 @@ def compile_entry(
     verifier: Verifier | None = None,
     resource_version: ResourceVersionReader | None = None,
     verifiers: Mapping[str, Verifier] | None = None,
+    analyzer: CallAnalyzer | None = None,
 ) -> ToolEntry:
     """The entry `Harness.register` adds: a function (decorated with `@tool` or not) or a
     contract plus its executor. `verifiers` are those registered by name. Raises
@@ -147,6 +182,7 @@ def compile_entry(
             "none was given; pass resource_version=<function(arguments, context)> to register()"
         )
     _require_callable(contract, resource_version, "resource_version")
+    _require_callable(contract, analyzer, "analyzer", "(arguments, principal) -> CallFacts")
     context, wraps = None, False
     if isinstance(runner, FunctionExecutor):
         context = runner.context_parameter
@@ -154,7 +190,7 @@ def compile_entry(
         if contract.output_schema is not None:
             schema, wraps = returned_schema(runner.fn)
             wraps = wraps and schema == contract.output_schema
-    return ToolEntry(contract, runner, verifier, resource_version, context, wraps)
+    return ToolEntry(contract, runner, verifier, resource_version, context, wraps, analyzer)
 
 
 def _executor(contract: ToolContract, executor: Any) -> Executor:
@@ -205,11 +241,15 @@ def _verifier(
     return contract, verifier
 
 
-def _require_callable(contract: ToolContract, hook: Any, kind: str) -> None:
+def _require_callable(
+    contract: ToolContract,
+    hook: Any,
+    kind: str,
+    signature: str = "(arguments, context), sync or async",
+) -> None:
     if hook is not None and not callable(hook):
         raise RegistryError(
-            f"{contract.ref}: {kind}={hook!r} is not callable; pass a function "
-            "(arguments, context), sync or async"
+            f"{contract.ref}: {kind}={hook!r} is not callable; pass a function {signature}"
         )
 
 
@@ -365,7 +405,7 @@ def _code(entry: ToolEntry) -> tuple[Any, ...]:
     """What runs for an entry, by identity (a function executor by its function)."""
     executor = entry.executor
     runs = executor.fn if isinstance(executor, FunctionExecutor) else executor
-    return (runs, entry.verifier, entry.resource_version)
+    return (runs, entry.verifier, entry.resource_version, entry.analyzer)
 
 
 def _content(entry: ToolEntry) -> tuple[str, str]:

@@ -38,7 +38,7 @@ import logging
 import string
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import anyio
@@ -51,7 +51,7 @@ from toolkeeper.errors import LedgerError
 from toolkeeper.executors import ToolAnswer, ToolFailure
 from toolkeeper.executors.inprocess import call_in_thread
 from toolkeeper.ledger import ApprovalStatus, InvocationRecord, RecordState
-from toolkeeper.policy import Decision, PolicyRequest, decide_safely
+from toolkeeper.policy import Decision, PolicyDecision, PolicyRequest, decide_safely
 from toolkeeper.runtime.assess import AssessedRequest, Environment, ObservedResult, Verdict
 from toolkeeper.runtime.assess import assess_invocation as assess
 from toolkeeper.runtime.call import Call, Checked, Outcome, Services, Stop
@@ -75,7 +75,7 @@ from toolkeeper.runtime.invocation import (
 from toolkeeper.runtime.limits import Breach, admit, bound_error, larger_than
 from toolkeeper.runtime.output import described
 from toolkeeper.runtime.recording import OWNER, execution_meta, provenance
-from toolkeeper.runtime.registry import ToolEntry
+from toolkeeper.runtime.registry import CallFacts, ToolEntry
 from toolkeeper.schema.document import utf8_text
 from toolkeeper.secrets.providers import ResolvedSecrets
 from toolkeeper.validation.repairs import pointer_parts
@@ -368,13 +368,57 @@ async def normalize(services: Services, call: Call) -> Call | Stop:
     else:
         call.recorded_arguments = recorded_arguments(services, contract, arguments)
     call.row_arguments = await _row_arguments(services, call.recorded_arguments)
+    if call.entry.analyzer is not None:
+        facts = _analyzed(services, call)
+        if isinstance(facts, Stop):
+            return facts
+        call.facts = facts
+        request = call.request = replace(request, risk=_RISK[facts.side_effect.value])
     if call.entry.resource_version is not None:
         versions = await _read_versions(services, call)
         if isinstance(versions, Stop):
             return versions
         call.request = replace(request, resource_versions=versions)
+    if call.facts is not None and call.facts.bound:
+        # Bound like resource versions: a resume re-analyzes, and any difference is stale.
+        bound = {**call.request.resource_versions, **call.facts.bound}
+        call.request = replace(call.request, resource_versions=bound)
     call.trail.add("normalize", "normalized", arguments_digest=digest)
     return call
+
+
+def _analyzed(services: Services, call: Call) -> CallFacts | Stop:
+    """The entry's analyzer's facts about this call, recorded with its summary; a refusal
+    or a failing analyzer ends the call before policy (nothing unjudged runs)."""
+    entry, arguments = call.entry, call.arguments
+    assert entry is not None and entry.analyzer is not None and arguments is not None
+    try:
+        facts = entry.analyzer(arguments, call.principal)
+    except Exception as exc:  # analyzer code ends only the call, refused
+        reason = services.redactor.redact_text(described(exc))
+        call.trail.add("normalize", "unanalyzable", reason=reason)
+        return reject(
+            ErrorCategory.POLICY_DENIED,
+            f"{entry.contract.id} cannot judge this call: its analyzer raised {reason}",
+            "Rewrite the call in a plainer form, or ask the operator.",
+        )
+    summary = services.redactor.redact(dict(facts.summary))
+    call.trail.add(
+        "normalize",
+        "analyzed",
+        side_effect=facts.side_effect.value,
+        open_world=facts.open_world,
+        account=services.redactor.redact_text(facts.account),
+        summary=summary,
+    )
+    if facts.refusal is not None:
+        call.trail.add("normalize", "refused", reason=services.redactor.redact_text(facts.refusal))
+        return reject(
+            ErrorCategory.POLICY_DENIED,
+            f"{entry.contract.id} refuses this call: {facts.refusal}",
+            "Rewrite the call without the construct named, or ask the operator.",
+        )
+    return facts
 
 
 async def _row_arguments(services: Services, recorded: Any) -> Any:
@@ -433,18 +477,58 @@ async def _read_versions(services: Services, call: Call) -> dict[str, str] | Sto
 async def authorize(services: Services, call: Call) -> Call | Stop:
     """Ask policy about this principal, action, resource and environment."""
     assert call.entry is not None and call.request is not None
-    request = call.request
+    request, contract, facts = call.request, call.entry.contract, call.facts
+    if facts is not None:
+        # The call's own effect class, not the contract's worst case, is what policy judges.
+        contract = contract.model_copy(
+            update={"side_effect": facts.side_effect, "open_world": facts.open_world}
+        )
     policy_request = PolicyRequest(
         principal=call.principal,
-        contract=call.entry.contract,
+        contract=contract,
         arguments=request.arguments,
         environment=call.environment,
         resource=request.write_set[0] if request.write_set else None,
     )
     decision = decide_safely(services.policy, policy_request)
+    if facts is not None and facts.decision is not None:
+        decision = stricter(decision, decide_safely(_Answer(facts.decision), policy_request))
     call.trail.add("authorize", decision.decision.value, policies=list(decision.policy_ids))
     call.decision = decision
     return call
+
+
+_STRICTNESS = (
+    Decision.ALLOW,
+    Decision.ALLOW_WITH_CONDITIONS,
+    Decision.REQUIRE_APPROVAL,
+    Decision.DENY,
+)
+
+
+def stricter(first: PolicyDecision, second: PolicyDecision) -> PolicyDecision:
+    """The stricter of two decisions (deny, then approval, then conditions, then allow);
+    two equally strict ones stand together, their policies, reasons and conditions
+    merged."""
+    rank = _STRICTNESS.index
+    if rank(first.decision) != rank(second.decision):
+        return max(first, second, key=lambda d: rank(d.decision))
+    return PolicyDecision(
+        first.decision,
+        tuple(dict.fromkeys((*first.policy_ids, *second.policy_ids))),
+        tuple(dict.fromkeys((*first.reasons, *second.reasons))),
+        tuple(dict.fromkeys((*first.conditions, *second.conditions))),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A decision already made, as an engine: `decide_safely` checks it is well formed."""
+
+    decision: PolicyDecision
+
+    def decide(self, request: PolicyRequest) -> PolicyDecision:
+        return self.decision
 
 
 # -- 5. approve ------------------------------------------------------------------------
@@ -564,9 +648,8 @@ def _stale_reason(services: Services, call: Call) -> str | None:
                 "arguments"
             )
         return "the stored arguments no longer match the approved digest"
-    if entry.resource_version is not None and request.resource_versions != dict(
-        approval.resource_versions
-    ):
+    bound = entry.resource_version is not None or entry.analyzer is not None
+    if bound and request.resource_versions != dict(approval.resource_versions):
         return (
             f"the target changed since approval (versions {approval.resource_versions}"
             f" → {request.resource_versions})"
@@ -596,6 +679,13 @@ def approval_account(call: Call) -> str:
     entry, request, decision = call.entry, call.request, call.decision
     assert entry is not None and request is not None and decision is not None
     contract = entry.contract
+    if call.facts is not None:
+        return (
+            f"{request.principal.id} (tenant {request.principal.tenant}) asks to run "
+            f"{contract.ref}: {call.facts.account} [{call.facts.side_effect.value}, open world: "
+            f"{str(call.facts.open_world).lower()}]. Approval is required by "
+            f"{', '.join(decision.policy_ids) or 'policy'}."
+        )
     target = ", ".join(request.write_set) or "(no declared target)"
     effect = contract.effective_side_effect.value
     return (

@@ -40,6 +40,9 @@ finds its ledger.
     otlp = true                          # spans and metrics over OTLP (OTEL_EXPORTER_OTLP_*)
     prometheus = "127.0.0.1:9464"        # serve /metrics for Prometheus
 
+    [shell]                              # optional: the governed shell tool
+    roots = ["repo"]                     # its only writable directories
+
     [mcpServers.search]                  # or mcpServers = "servers.json"; or [upstreams.search]
     command = "python"
     args = ["search_server.py"]
@@ -291,6 +294,26 @@ class LimitsConfig(_Strict):
         return Limits(**self.model_dump(exclude={"message_bytes"}))
 
 
+class ShellConfig(_Strict):
+    """The governed `shell` tool (docs/shell-execution.md): ``shell = { roots = ["repo"] }``.
+    Relative paths are beside the configuration file."""
+
+    roots: list[Path] = Field(min_length=1)
+    """The only directories a command may write; the first is the default working one."""
+    timeout: float = Field(default=60.0, gt=0)
+    network: bool = False
+    policies: list[Path] = Field(default_factory=list)
+    """Shell policy files (Cedar on programs, subcommands, paths), after the shipped
+    read-only policy."""
+    rules: list[Path] = Field(default_factory=list)
+    """Rule table files extending the shipped one."""
+    environment: dict[str, str] = Field(default_factory=dict)
+    hidden: list[Path] | None = None
+    """Paths commands see as empty directories (default: the user's home)."""
+    unsandboxed_fallback: bool = False
+    """Run commands without bubblewrap when it cannot start. Off: nothing runs then."""
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -326,6 +349,7 @@ class GatewayConfig(_Strict):
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    shell: ShellConfig | None = None
     base_dir: Path = Field(default=Path("."), exclude=True)
     """The configuration file's directory, which relative `tools` and `policies` live in."""
 
@@ -345,6 +369,9 @@ class GatewayConfig(_Strict):
         policies = data.get("policies")
         if isinstance(policies, list):
             data["policies"] = [base / p if isinstance(p, str | Path) else p for p in policies]
+        shell = data.get("shell")
+        if isinstance(shell, dict):
+            data["shell"] = _shell_paths_beside(shell, base)
         principals = data.get("principals")
         if isinstance(principals, dict):
             data["principals"] = {
@@ -417,6 +444,15 @@ class GatewayConfig(_Strict):
     def resolve(self, path: Path) -> Path:
         """`path` relative to the configuration file's directory."""
         return path if path.is_absolute() else self.base_dir / path
+
+
+def _shell_paths_beside(shell: dict[str, Any], base: Path) -> dict[str, Any]:
+    shell = dict(shell)
+    for key in ("roots", "policies", "rules", "hidden"):
+        value = shell.get(key)
+        if isinstance(value, list):
+            shell[key] = [base / p if isinstance(p, str | Path) else p for p in value]
+    return shell
 
 
 def _token_file_beside(entry: Any, base: Path) -> Any:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from toolkeeper.contract.model import SEMVER, Idempotency, SideEffect
 from toolkeeper.errors import ConfigError
+from toolkeeper.executors.sandbox import Sandbox
 from toolkeeper.gateway.scanning.findings import FINDING_CLASSES, ScanAction
 
 PASSED_THROUGH = ("PATH", "HOME", "LANG")
@@ -175,9 +176,8 @@ class UpstreamConfig(BaseModel):
         env |= self.resolved_env(server)
         unset = [name for name in DEFAULT_INHERITED_ENV_VARS if name not in env]
         if self.sandbox == "bubblewrap":
-            return StdioServerParameters(
-                command=_bwrap(server), args=self._bwrap_args(unset), env=env
-            )
+            bwrap, *args = self._sandboxed(server, unset)
+            return StdioServerParameters(command=bwrap, args=args, env=env)
         return StdioServerParameters(
             command=shutil.which("env") or "/usr/bin/env",
             args=[*(a for name in unset for a in ("-u", name)), self.command, *self.args],
@@ -185,18 +185,17 @@ class UpstreamConfig(BaseModel):
             cwd=self.cwd,
         )
 
-    def _bwrap_args(self, unset: list[str]) -> list[str]:
-        # No network, a read-only view of the host, a private /tmp, and the child dies with
-        # the gateway: a local server is no safer than the code it runs.
-        args = ["--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev"]
-        args += ["--proc", "/proc", "--tmpfs", "/tmp"]
-        for path in self._named_under_tmp():
-            args += ["--ro-bind", path, path]
-        for name in unset:
-            args += ["--unsetenv", name]
-        if self.cwd:
-            args += ["--chdir", self.cwd]
-        return [*args, "--", self.command or "", *self.args]
+    def _sandboxed(self, server: str, unset: list[str]) -> list[str]:
+        """The bwrap command line: the same sandbox as a shell command's (no network, a
+        read-only host, a private /tmp, no capabilities; the child dies with the gateway),
+        with no writable root — a local server is no safer than the code it runs."""
+        sandbox = Sandbox(
+            roots=(),
+            hidden=(),
+            readable=tuple(Path(path) for path in self._named_under_tmp()),
+            bwrap=_bwrap(server),
+        )
+        return sandbox.command([self.command or "", *self.args], cwd=self.cwd, unset=unset)
 
     def _named_under_tmp(self) -> list[str]:
         """Paths under /tmp the command needs — its interpreter's installation, a script or a
@@ -236,6 +235,7 @@ class UpstreamConfig(BaseModel):
 
 
 def _bwrap(server: str) -> str:
+    """The bwrap executable, or a `ConfigError` saying how to install it."""
     path = shutil.which("bwrap")
     if path is None:
         raise ConfigError(

@@ -1,0 +1,85 @@
+"""Sandbox start overhead: one command under `Sandbox` against a bare `subprocess` of the same
+command (issue 14's goal: at most 2×).
+
+For each command (``true``, ``ls -la /usr/bin``, ``git --version``) the sides alternate run
+by run, so drift on a shared machine hits both alike:
+
+- bare: ``subprocess.run(argv, capture_output=True)`` — fork, exec, wait, both pipes read;
+- bwrap only: the same argv under bubblewrap with the sandbox's flags, started by
+  ``subprocess.run`` (what bubblewrap itself costs: namespaces, mounts);
+- sandbox: `Sandbox.run_blocking` — bubblewrap plus what toolkeeper adds (rlimits, the pids
+  cgroup, the status pipe, the capped reader).
+
+Printed: the median and p90 of each in ms, and the ratios sandbox / bare and bwrap / bare.
+No thresholds are checked.
+
+    python benchmarks/shell_sandbox.py [--runs 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from toolkeeper.executors.sandbox import Sandbox
+
+COMMANDS = (["true"], ["ls", "-la", "/usr/bin"], ["git", "--version"])
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+def measure(argv: list[str], sandbox: Sandbox, root: Path, runs: int) -> dict[str, list[float]]:
+    # bwrap's flags, without toolkeeper's status and block descriptors.
+    bwrap = sandbox.command(argv, cwd=root)
+    sides: dict[str, Callable[[], object]] = {
+        "bare": lambda: subprocess.run(argv, capture_output=True, cwd=root, check=False),
+        "bwrap only": lambda: subprocess.run(
+            bwrap, capture_output=True, env=sandbox.env(), check=False
+        ),
+        "sandbox": lambda: sandbox.run_blocking(argv, cwd=root, timeout=30),
+    }
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for fn in sides.values():  # warm the page cache for every side first
+        fn()
+    for _ in range(runs):
+        for name, fn in sides.items():
+            times[name].append(timed(fn))
+    return times
+
+
+def p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    runs = parser.parse_args().runs
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        sandbox = Sandbox(roots=(root,))
+        print(f"{runs} runs per side, alternating; {os.cpu_count()} CPUs; times in ms")
+        print(f"{'command':<22}{'side':<12}{'median':>8}{'p90':>8}{'× bare':>8}")
+        for argv in COMMANDS:
+            times = measure(argv, sandbox, root, runs)
+            bare = statistics.median(times["bare"])
+            for name, values in times.items():
+                median = statistics.median(values)
+                print(
+                    f"{' '.join(argv):<22}{name:<12}{median:8.2f}{p90(values):8.2f}"
+                    f"{median / bare:8.2f}"
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,662 @@
+"""Running one argv under bubblewrap: the only place a shell command or a CLI tool touches
+the host, and the one copy of toolkeeper's bubblewrap flags (a sandboxed stdio upstream is
+started with `Sandbox.command` too).
+
+A `Sandbox` is the whole of what a command may do: the host's filesystem read-only, its
+writable roots bound read-write, a private ``/tmp``, no network unless allowed, an
+environment of a few fixed variables (nothing inherited: the harness's credentials live in
+its environment), its own pid namespace (so it sees, and can signal, only its own
+processes), rlimits, and a process count capped by a pids cgroup where one is writable.
+
+Lifetime: the command is done when its main process exits, its time runs out or its caller
+cancels. Whatever remains then — a background ``sleep 100 &``, a fork bomb's children — dies
+with it: killing bwrap's outer process kills the namespace's init (``--die-with-parent``),
+and the kernel kills every process of a pid namespace whose init dies.
+
+Fail closed: when bubblewrap cannot start (absent, no user namespaces, a root that does not
+exist), nothing runs and `SandboxUnavailable` says why — unless the operator set
+``unsandboxed_fallback=True``, in which case the command runs as a plain process group and
+the result says ``sandboxed: false`` (seed 000 §8; Claude Code's sandbox fails open by
+default, which is the hole this closes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import select
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import anyio.to_thread
+
+from toolkeeper.errors import ConfigError, ToolkeeperError
+
+BWRAP = "/usr/bin/bwrap"
+PATH = "/usr/local/bin:/usr/bin:/bin"
+CAPTURE_LIMIT = 16 * 1024 * 1024
+"""Bytes of each stream kept by default; the rest is counted and dropped, so a command that
+writes without end cannot exhaust the harness's memory."""
+_PIDS_CGROUP = Path("/sys/fs/cgroup/pids")
+_POLL = 0.05
+"""Seconds between checks of the deadline and the cancel flag while output is quiet."""
+_READ = 65536
+_LINGER = 2.0
+"""Seconds to keep reading after the main process ended, for output still in the pipes."""
+
+
+class SandboxUnavailable(ToolkeeperError):
+    """Raised when bubblewrap cannot start the command, so nothing ran; `reason` says why."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLimits:
+    """Per-command rlimits, set in the child before bubblewrap starts (and so inherited by
+    everything the command runs). `processes` is also the pids cgroup's cap where one is
+    writable: RLIMIT_NPROC counts per user and does not bind root."""
+
+    cpu_seconds: int = 120
+    memory_bytes: int = 4 * 1024**3
+    file_bytes: int = 1024**3
+    open_files: int = 1024
+    processes: int = 512
+
+    def apply(self, pid: int | None = None) -> None:
+        """Set the limits on process `pid`, or on the calling process when None (the
+        fallback's child, between fork and exec)."""
+        for which, value in (
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_AS, self.memory_bytes),
+            (resource.RLIMIT_FSIZE, self.file_bytes),
+            (resource.RLIMIT_NOFILE, self.open_files),
+            (resource.RLIMIT_NPROC, self.processes),
+            (resource.RLIMIT_CORE, 0),
+        ):
+            if pid is None:
+                resource.setrlimit(which, (value, value))
+            else:
+                resource.prlimit(pid, which, (value, value))
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """How one command ended. The exit code is what the command said; `timed_out` and
+    `cancelled` say that we ended it (its `signal` is then SIGKILL)."""
+
+    argv: tuple[str, ...]
+    exit_code: int | None
+    """None when the command was killed before it exited on its own."""
+    signal: int | None
+    """The signal that ended the main process. Under bubblewrap a status of 128+N is read as
+    signal N, the convention shells use (bwrap reports a signalled child that way)."""
+    duration: float
+    stdout: bytes
+    stderr: bytes
+    stdout_bytes: int
+    """Every byte the command wrote to stdout, kept or not."""
+    stderr_bytes: int
+    timed_out: bool = False
+    cancelled: bool = False
+    sandboxed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """Where commands run: writable `roots`, `network` or not, `limits`, and a fixed
+    environment (``PATH``, ``HOME``, ``LANG``, ``TMPDIR``, ``TERM`` plus `environment`).
+
+    `hidden` paths (the user's home by default: keys, tokens, shell history) are covered by
+    an empty tmpfs; a writable root inside one is bound again on top. `unsandboxed_fallback`
+    is the operator's explicit opt-out of failing closed (see the module docstring).
+    """
+
+    roots: tuple[Path, ...]
+    network: bool = False
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
+    environment: Mapping[str, str] = field(default_factory=dict)
+    hidden: tuple[Path, ...] = field(default_factory=lambda: (Path.home(),))
+    unsandboxed_fallback: bool = False
+    bwrap: str = BWRAP
+    capture_limit: int = CAPTURE_LIMIT
+    readable: tuple[Path, ...] = ()
+    """Paths under the private /tmp or a hidden path to show read-only (a program's
+    installation in a temporary directory, say)."""
+
+    def __post_init__(self) -> None:
+        resolved = tuple(Path(os.path.realpath(root)) for root in self.roots)
+        for root in resolved:
+            outer = [other for other in resolved if other in root.parents]
+            if outer:
+                # A command could replace the inner root with a symlink, and the next
+                # sandbox would bind whatever it points to writable.
+                raise ConfigError(
+                    f"writable root {root} lies inside writable root {outer[0]}; give only "
+                    f"{outer[0]}",
+                    key="roots",
+                    value=str(root),
+                )
+        object.__setattr__(self, "roots", resolved)
+        for name in ("hidden", "readable"):
+            paths = tuple(Path(os.path.realpath(p)) for p in getattr(self, name))
+            object.__setattr__(self, name, paths)
+        object.__setattr__(self, "environment", dict(self.environment))
+
+    def env(self, *, pty: bool = False) -> dict[str, str]:
+        """The command's whole environment: nothing is inherited from the harness."""
+        home = str(self.roots[0]) if self.roots else "/tmp"
+        base = {
+            "PATH": PATH,
+            "HOME": home,
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp",
+            "TERM": "xterm-256color" if pty else "dumb",
+        }
+        return base | dict(self.environment)
+
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | Path | None,
+        status_fd: int | None = None,
+        block_fd: int | None = None,
+        unset: Sequence[str] = (),
+    ) -> list[str]:
+        """The bwrap command line that runs `argv` in `cwd` (None: where bwrap starts), to
+        be started with `env()` as its environment (`unset` names bwrap drops from it).
+        Given `status_fd`, bwrap reports the child's start and exit code there as JSON
+        lines; given `block_fd`, its child waits for a byte there before it runs anything."""
+        args = [self.bwrap, "--die-with-parent", "--new-session"]
+        # A user namespace with every capability dropped: as root, bwrap would otherwise
+        # leave the command its capabilities, and a capable process can remount the
+        # read-only root writable. No nested user namespace can give them back.
+        args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not self.network:
+            args.append("--unshare-net")
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # bwrap does not always cover the kernel's knobs; a uid-0 process may write them.
+        args += ["--ro-bind", "/proc/sys", "/proc/sys"]
+        args += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+        args += ["--tmpfs", "/tmp"]
+        # Mounts stack in order: a hidden path outside the roots is covered before the roots
+        # are bound (a root inside it shows through), one inside a root after (it stays
+        # covered, e.g. the harness's ledger in a project directory).
+        hidden = [p for p in self.hidden if p.is_dir() and p != Path("/")]
+        for path in hidden:
+            if not self._writable(path):
+                args += ["--tmpfs", str(path)]
+        where = Path(os.path.realpath(cwd)) if cwd is not None else None
+        shown = [*self.readable, *([where] if where is not None else [])]
+        for path in shown:
+            if not self._writable(path) and self._masked(path):
+                args += ["--ro-bind", str(path), str(path)]  # stays visible, read-only
+        for root in self.roots:
+            args += ["--bind", str(root), str(root)]
+        for path in hidden:
+            if self._writable(path):
+                args += ["--tmpfs", str(path)]
+        for name in unset:
+            args += ["--unsetenv", name]
+        if where is not None:
+            args += ["--chdir", str(where)]
+        if status_fd is not None:
+            args += ["--json-status-fd", str(status_fd)]
+        if block_fd is not None:
+            args += ["--block-fd", str(block_fd)]
+        return [*args, "--", *argv]
+
+    def _check_roots(self) -> None:
+        """Every root must still be the directory it was: bwrap binds whatever a path
+        leads to, so a root replaced by a symlink (or a file) would bind that writable."""
+        for root in self.roots:
+            if os.path.realpath(root) != str(root) or not root.is_dir() or root.is_symlink():
+                raise SandboxUnavailable(
+                    f"writable root {root} is no longer the directory it was (missing, a "
+                    "file or a symlink), so the command did not run",
+                    reason=f"writable root {root} changed",
+                )
+
+    def _writable(self, path: Path) -> bool:
+        return any(path == root or root in path.parents for root in self.roots)
+
+    def _masked(self, path: Path) -> bool:
+        covered = (Path("/tmp"), *self.hidden)
+        return any(path == top or top in path.parents for top in covered)
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | Path,
+        timeout: float,
+        stdin: bytes | None = None,
+        pty: bool = False,
+    ) -> Completed:
+        """Run `argv` and wait for it, killing it (and everything it started) when
+        `timeout` seconds pass or the caller is cancelled. Raises `SandboxUnavailable` when
+        the sandbox cannot start and no fallback is allowed; nothing ran then."""
+        cancel, finished = threading.Event(), threading.Event()
+
+        def work() -> Completed:
+            try:
+                return self.run_blocking(
+                    argv, cwd=cwd, timeout=timeout, stdin=stdin, pty=pty, cancel=cancel
+                )
+            finally:
+                finished.set()
+
+        try:
+            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            # The worker kills the process tree at its next poll; the caller learns of the
+            # cancellation only once nothing of the command is left running.
+            cancel.set()
+            with anyio.CancelScope(shield=True):
+                while not finished.is_set():
+                    await anyio.sleep(_POLL / 2)
+            raise
+
+    def run_blocking(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | Path,
+        timeout: float,
+        stdin: bytes | None = None,
+        pty: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> Completed:
+        """`run`, on the calling thread; `cancel` ends the command when set."""
+        if not argv:
+            raise ValueError("argv is empty; give the program and its arguments")
+        try:
+            return self._run(argv, cwd, timeout, stdin, pty, cancel, sandboxed=True)
+        except SandboxUnavailable:
+            if not self.unsandboxed_fallback:
+                raise
+            return self._run(argv, cwd, timeout, stdin, pty, cancel, sandboxed=False)
+
+    def _run(
+        self,
+        argv: Sequence[str],
+        cwd: str | Path,
+        timeout: float,
+        stdin: bytes | None,
+        pty: bool,
+        cancel: threading.Event | None,
+        *,
+        sandboxed: bool,
+    ) -> Completed:
+        if sandboxed:
+            self._check_roots()
+        if sandboxed and shutil.which(self.bwrap) is None:
+            raise SandboxUnavailable(
+                f"bubblewrap ({self.bwrap}) is not installed, so the command did not run; "
+                "install bubblewrap (apt-get install bubblewrap)",
+                reason="bwrap not found",
+            )
+        with contextlib.ExitStack() as stack:
+            group = stack.enter_context(_ProcessGroup.create(self.limits.processes))
+            input_file = stack.enter_context(_stdin_file(stdin))
+            status_read, status_write = os.pipe()
+            block_read, block_write = os.pipe()
+            stack.callback(_close, status_read)
+            stack.callback(_close, block_write)
+            master = slave = None
+            if pty:
+                master, slave = os.openpty()
+                stack.callback(_close, master)
+            limits = self.limits
+
+            def prepare() -> None:  # the fallback's child, between fork and exec
+                limits.apply()
+                group.join()
+
+            if sandboxed:
+                command = self.command(argv, cwd=cwd, status_fd=status_write, block_fd=block_read)
+            else:
+                command = list(argv)
+            started = time.monotonic()
+            try:
+                # No preexec_fn under bwrap: it forces a full fork of this process (tens of
+                # milliseconds); the limits are set on bwrap's child while it waits instead.
+                process = subprocess.Popen(
+                    command,
+                    stdin=input_file,
+                    stdout=slave if slave is not None else subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=None if sandboxed else cwd,
+                    # The whole environment, given to bwrap (which passes it on) rather than
+                    # as --setenv arguments: a command line is readable by every local user
+                    # in /proc/PID/cmdline, and `environment` may hold a token.
+                    env=self.env(pty=pty),
+                    start_new_session=True,
+                    pass_fds=(status_write, block_read) if sandboxed else (),
+                    preexec_fn=None if sandboxed else prepare,
+                )
+            except OSError as exc:
+                if sandboxed:
+                    raise SandboxUnavailable(
+                        f"bubblewrap could not be started ({exc}), so the command did not run",
+                        reason=str(exc),
+                    ) from exc
+                raise
+            finally:
+                for fd in (status_write, block_read, slave):
+                    if fd is not None:
+                        _close(fd)
+            early, released = b"", not sandboxed
+            if sandboxed:
+                early, released = _confine(
+                    status_read, block_write, process.pid, limits, group, started + timeout
+                )
+            reader = _Reader(process, master, status_read, self.capture_limit, early)
+            ended = reader.collect(started + timeout, cancel, group)
+            duration = time.monotonic() - started
+        code = process.returncode
+        status = reader.status
+        # The command did not run when bwrap's child was never released from the block fd,
+        # or when bwrap reported no exit code and said why itself (its setup failed after
+        # the release: a mount, the uid map). bwrap prints nothing once the command runs.
+        unstarted = not released or reader.stderr.startswith(b"bwrap: ")
+        if sandboxed and ended is None and "exit-code" not in status and unstarted:
+            message = reader.stderr.decode("utf-8", "replace").strip() or (
+                f"bwrap ended ({_described_status(code)}) before starting the command"
+            )
+            raise SandboxUnavailable(
+                f"the sandbox could not start, so the command did not run: {message}",
+                reason=message,
+            )
+        exit_code: int | None = None
+        signal_number: int | None = None
+        if ended is not None:
+            signal_number = int(signal.SIGKILL)
+        elif code is not None and code < 0:
+            signal_number = -code
+        elif code is not None:
+            told = status.get("exit-code")
+            reported = told if isinstance(told, int) else code
+            if sandboxed and reported > 128:
+                signal_number = reported - 128
+            else:
+                exit_code = reported
+        return Completed(
+            argv=tuple(argv),
+            exit_code=exit_code,
+            signal=signal_number,
+            duration=duration,
+            stdout=bytes(reader.stdout),
+            stderr=bytes(reader.stderr),
+            stdout_bytes=reader.stdout_bytes,
+            stderr_bytes=reader.stderr_bytes,
+            timed_out=ended == "timeout",
+            cancelled=ended == "cancel",
+            sandboxed=sandboxed,
+        )
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _stdin_file(data: bytes | None) -> Iterator[IO[bytes]]:
+    """Stdin as a file, never a pipe we must feed: a command that never reads it cannot
+    block us, and one that reads it all gets it all. None: ``/dev/null``."""
+    if data is None:
+        with open(os.devnull, "rb") as null:
+            yield null
+        return
+    with tempfile.TemporaryFile() as handle:
+        handle.write(data)
+        handle.seek(0)
+        yield handle
+
+
+def _described_status(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+
+def _confine(
+    status: int,
+    release: int,
+    bwrap: int,
+    limits: ResourceLimits,
+    group: _ProcessGroup,
+    deadline: float,
+) -> tuple[bytes, bool]:
+    """Wait for bwrap (pid `bwrap`) to report its child, which waits on the block fd before
+    it runs anything; set the rlimits on it and move it into the pids cgroup — so everything
+    the command starts inherits both — then release it. Returns the status bytes read (the
+    reader parses them with the rest) and whether the child was released. A bwrap that dies
+    first is never released, nor is a reported pid that is not bwrap's own child: limits
+    are never set on another process, and an unreleased child never runs the command."""
+    seen = b""
+    while b"\n" not in seen:
+        ready, _, _ = select.select([status], [], [], max(deadline - time.monotonic(), 0))
+        if not ready:
+            return seen, False
+        chunk = os.read(status, _READ)
+        if not chunk:
+            return seen, False
+        seen += chunk
+    try:
+        pid = int(json.loads(seen.split(b"\n", 1)[0])["child-pid"])
+        if _parent_of(pid) != bwrap:
+            return seen, False
+        limits.apply(pid)
+        group.add(pid)
+        os.write(release, b"1")
+    except (ValueError, KeyError, TypeError, OSError):
+        return seen, False  # the child is gone already (bwrap's setup failed) or unreadable
+    return seen, True
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class _ProcessGroup:
+    """A pids cgroup capping how many processes one command may have, where the host lets
+    us make one (cgroup v1 pids hierarchy, writable); otherwise only RLIMIT_NPROC holds."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._procs = os.fsencode(path / "cgroup.procs") if path else b""
+
+    @classmethod
+    @contextlib.contextmanager
+    def create(cls, processes: int) -> Iterator[_ProcessGroup]:
+        path = _PIDS_CGROUP / "toolkeeper" / uuid.uuid4().hex
+        try:
+            path.mkdir(parents=True)
+            (path / "pids.max").write_text(str(processes))
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            yield cls(None)
+            return
+        group = cls(path)
+        try:
+            yield group
+        finally:
+            group.kill()
+            pause = 0.0005
+            deadline = time.monotonic() + 2.0
+            while True:
+                try:
+                    path.rmdir()
+                    break
+                except OSError:  # members still exiting: usually gone within a millisecond
+                    if time.monotonic() > deadline:
+                        break  # an empty pids cgroup left behind costs nothing
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+
+    def join(self) -> None:
+        """Move the calling process into the group (the fallback's child, before exec)."""
+        if self._procs:
+            fd = os.open(self._procs, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+
+    def add(self, pid: int) -> None:
+        """Move process `pid` into the group; its later children are born in it."""
+        if self._procs:
+            with open(self._procs, "w") as procs:
+                procs.write(str(pid))
+
+    def kill(self) -> None:
+        """SIGKILL every member: the backstop for the unsandboxed fallback, whose
+        background processes no pid namespace ends."""
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError):
+            for line in (self.path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(line), signal.SIGKILL)
+
+
+class _Reader:
+    """Drains stdout, stderr and bwrap's status pipe until the command and everything that
+    holds its output are gone, keeping at most `limit` bytes of each stream."""
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        master: int | None,
+        status: int,
+        limit: int,
+        early: bytes = b"",
+    ) -> None:
+        self.process = process
+        self.limit = limit
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.stdout_bytes = 0
+        self.stderr_bytes = 0
+        self.status: dict[str, Any] = {}
+        self._status = bytearray(early)
+        self._selector = selectors.DefaultSelector()
+        stdout: IO[bytes] | int | None = master if master is not None else process.stdout
+        assert stdout is not None and process.stderr is not None
+        self._streams: dict[int, str] = {}
+        for stream, name in ((stdout, "stdout"), (process.stderr, "stderr"), (status, "status")):
+            fd = stream if isinstance(stream, int) else stream.fileno()
+            os.set_blocking(fd, False)
+            self._selector.register(fd, selectors.EVENT_READ)
+            self._streams[fd] = name
+
+    def collect(
+        self, deadline: float, cancel: threading.Event | None, group: _ProcessGroup
+    ) -> str | None:
+        """Read until every stream closes; None when the command ended by itself, else
+        ``"timeout"`` or ``"cancel"`` (and the whole process tree was killed)."""
+        ended: str | None = None
+        linger: float | None = None  # when to stop waiting for streams once the main ends
+        try:
+            while self._streams:
+                now = time.monotonic()
+                if ended is None and linger is None:
+                    if cancel is not None and cancel.is_set():
+                        ended = self._kill("cancel", group)
+                    elif now >= deadline:
+                        ended = self._kill("timeout", group)
+                if linger is None and (ended is not None or self.process.poll() is not None):
+                    # The main process is gone (or killed): whatever it left behind goes
+                    # with it. Under bwrap the namespace is dead already; this also ends
+                    # the fallback's process group.
+                    _kill_group(self.process.pid)
+                    group.kill()
+                    linger = now + _LINGER
+                if linger is not None and now >= linger:
+                    break  # a descendant that escaped every kill still holds a stream
+                for key, _ in self._selector.select(_POLL):
+                    self._drain(int(key.fd))
+        finally:
+            if self.process.poll() is None:
+                self._kill("cancel", group)
+            self.process.wait()
+            self._selector.close()
+            for stream in (self.process.stdout, self.process.stderr):
+                if stream is not None:
+                    stream.close()
+        self._parse_status()
+        return ended
+
+    def _kill(self, why: str, group: _ProcessGroup) -> str:
+        _kill_group(self.process.pid)
+        group.kill()
+        return why
+
+    def _drain(self, fd: int) -> None:
+        name = self._streams[fd]
+        try:
+            chunk = os.read(fd, _READ)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: a PTY whose last writer closed
+            chunk = b""
+        if not chunk:
+            self._forget(fd)
+            return
+        if name == "status":
+            self._status += chunk
+            return
+        buffer = self.stdout if name == "stdout" else self.stderr
+        room = self.limit - len(buffer)
+        if room > 0:
+            buffer += chunk[:room]
+        if name == "stdout":
+            self.stdout_bytes += len(chunk)
+        else:
+            self.stderr_bytes += len(chunk)
+
+    def _forget(self, fd: int) -> None:
+        if fd in self._streams:
+            del self._streams[fd]
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(fd)
+
+    def _parse_status(self) -> None:
+        # bwrap writes one JSON object per line: the child's pid, then its exit code.
+        for line in self._status.decode("utf-8", "replace").splitlines():
+            with contextlib.suppress(ValueError):
+                value = json.loads(line)
+                if isinstance(value, dict):
+                    self.status.update(value)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
