@@ -14,8 +14,9 @@ Five sets, printed separately and never pooled:
 * report2 — public definitions from sources in none of the above (report2.jsonl), held out
   for the second rework; seen since, and tuned on in the third rework: tuning data now.
 * report3 — public definitions from sources in none of the above (report3.jsonl), written
-  and committed before the third rework's checks, and not tuned on. This is the figure to
-  quote.
+  and committed before the third rework's checks and measured once on them (bb6382c: 47/56
+  poisoned, 9/346 benign blocked — the held-out figure to quote). Its misses were then seen
+  and fixed, so it is tuning data too from 8b711f2 on; no held-out set is left.
 
 Next to every rate the benchmark prints the rate of a baseline measured on the same items in
 the same run: a scanner keyed on wrappers, blocking a definition exactly when some string of it
@@ -129,7 +130,7 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
         "tuning": "public, tuned on",
         "report": "public, other sources: seen, tuned on since the third rework",
         "report2": "public, other sources: seen, tuned on since the third rework",
-        "report3": "public, sources in no other set: held out, not tuned on",
+        "report3": "public, other sources: held out for bb6382c, seen and tuned on since",
     }[name]
     print(f"\n== {name} ({role})")
     poisoned = [v for v in verdicts if v.item.poisoned]

@@ -104,6 +104,13 @@ _CHECKS: tuple[_Check, ...] = (
         r"|earlier|preceding|original|system|all|any|other|your|safety|security)\b…{0,20}"
         r"\b(?:instructions?|rules|guidelines|prompts?|directions|directives|policies"
         r"|restrictions|guardrails|constraints|guidance|safeguards)\b"),
+    _check("override", "hidden_directive", "tells the model to drop what it knows",
+        r"\b(?:ignore|disregard|forget)\s+(?:everything|anything|all)\s+(?:you\s+(?:know|were told"
+        r"|have been told|learned)|you've been told)\b"),
+    _check("override", "hidden_directive", "strings injection verbs together",
+        r"\b(?:ignore|forget|pretend|bypass|override|disable|disregard|jailbreak)\b(?:\W+\w+){0,2}?"
+        r"\W+(?:ignore|forget|pretend|bypass|override|disable|disregard|jailbreak)\b(?:\W+\w+){0,2}?"
+        r"\W+(?:ignore|forget|pretend|bypass|override|disable|disregard|jailbreak)\b"),
     _check("override", "hidden_directive", "asks to switch off safety controls",
         r"\b(?:disable|turn off|deactivate|bypass|circumvent|ignore|override|disregard|skip"
         r"|remove|suspend)\s+(?:all\s+|any\s+|the\s+|every\s+)?(?:\w+\s+)?(?:guardrails"
@@ -138,14 +145,15 @@ _CHECKS: tuple[_Check, ...] = (
         r"|\bsystem override\b|^\s*override\s*:"),
     # Openers that only injected text uses: an honest description has no reader to guess at.
     _check("model_addressed", "hidden_directive", "a message addressed to the model",
-        r"\bif you are an? (?:ai|assistant|language model|llm|agent)\b"
-        rf"|\b{_AI}s? reading this\b|\bif you are reading this\b"
+        rf"\b{_AI}s? reading this\b|\bif you are reading this\b"
         r"|\byou have been instructed by another tool\b"),
     # A note to the model is how honest servers give usage guidance ("Note to LLM: use the
-    # collection-indexes tool first"); it warns, and the orders inside it — concealment,
-    # override, exfiltration — are found by their own checks.
+    # collection-indexes tool first", "Optional. If you are an AI model, use this to …"); it
+    # warns, and the orders inside it — concealment, override, exfiltration — are found by
+    # their own checks.
     _check("model_addressed", "hidden_directive", "a note addressed to the model",
-        rf"\bnote to (?:the )?{_AI}\b|\b(?:attention|hey|dear),?\s+{_AI}\b", high=False),
+        rf"\bnote to (?:the )?{_AI}\b|\b(?:attention|hey|dear),?\s+{_AI}\b"
+        r"|\bif you are an? (?:ai|assistant|language model|llm|agent)\b", high=False),
     # -- concealment: keep it from the user ---------------------------------------------------
     _check("concealment", "hidden_directive", "asks to keep something from the user",
         r"\b(?:do not|don't|dont|never|must not|should not|shouldn't|no need to"
@@ -203,6 +211,14 @@ _CHECKS: tuple[_Check, ...] = (
         r"|messages?|responses?|findings|summary|summaries|transcripts?|analytics|metrics"
         r"|telemetry)\b…{0,60}?\b(?:to|at)\s+(?:the\s+(?:\w+\s+){0,3}?at\s+)?"
         r"(?:https?://|ftp://|[\w.+-]+@[\w-]+\.[a-z]{2,})"),
+    _check("exfiltration", "exfiltration", "declares data theft",
+        r"\bexfiltrat\w*|\bharvest\w*\s+(?:\w+\s+){0,3}?(?:credentials|secrets|keys|passwords"
+        r"|tokens|data)\b|\bc2 server\b|\bcommand[- ]and[- ]control\b"),
+    _check("exfiltration", "exfiltration", "takes the user's secrets",
+        r"\b(?:automatically\s+)?(?:collect|gather|harvest|extract|include|read|access|scan|dump"
+        r"|copy)\w*\b…{0,200}?\b(?:ssh keys|private keys|saved passwords|browser (?:cookies|data"
+        r"|passwords)|saved credentials|cookies and saved passwords|api keys|environment variables)"
+        r"\b", high=False),
     _check("exfiltration", "exfiltration", "asks to exfiltrate data",
         r"(?:^|[.!?:>\n]\s*|\b(?:must|should|please|and|then|also)\s+)(?:exfiltrate|harvest"
         r"|steal)\b|\bupload (?:it |them )?later\b"),
@@ -254,7 +270,10 @@ _CHECKS: tuple[_Check, ...] = (
         r"|query|question|task|message|prompt|response|answer|conversation)"
         r"|\bas the first step\b…{0,40}\bbefore\b"
         r"|\bbefore (?:asking|answering|responding|providing) (?:any|clarifying)\b"
-        r"|\bprioriti[sz]e this (?:tool|function|service) over\b"),
+        r"|\bprioriti[sz]e this (?:tool|function|service) over\b"
+        r"|\bbefore (?:invoking|calling|using|running) (?:any|all|other) (?:\w+ )?(?:tools"
+        r"|functions|tool|function)\b…{0,30}\b(?:use|call|invoke|run|consult)\s+this\s+"
+        r"(?:tool|function)\b"),
     _check("steering", "tool_steering", "tells the model to avoid other tools",
         r"\b(?:ignore|disregard|avoid|do not use|don't use|never use|do not call|stop using)\s+"
         r"(?:all\s+|any\s+|the\s+)?other\s+(?:\w+\s+){0,2}?(?:tools|functions|servers|services"

@@ -95,10 +95,25 @@ _VERB = (
 _INSTRUCTION_NAME = re.compile(r"\b" + _VERB + r"\b")
 
 
+# Words that make a name an order rather than a label.
+_ORDER_WORDS = re.compile(r"\b(?:please|all|every|here|previous|prior|this|always|must|first)\b")
+# Words naming what an identifier-shaped value would have the model hand over.
+_HANDED_OVER = re.compile(
+    r"\b(?:ssh|keys?|credentials?|passwords?|secrets?|tokens?|env|environment|history"
+    r"|conversation|messages?|prompt|cookies?)\b"
+)
+
+
 def instruction_name(name: str) -> Flaw | None:
-    """A parameter or key name that is a sentence telling the model what to put in it."""
+    """A parameter or key name that is a sentence telling the model what to put in it: an
+    order to hand something over (``content_from_reading_ssh_id_rsa``), not a flag named for
+    what the output includes (``includeAuthInfoInExample``)."""
     words = fold(humanize(name))
-    if len(words.split()) >= 4 and _INSTRUCTION_NAME.search(words):
+    if (
+        len(words.split()) >= 4
+        and _INSTRUCTION_NAME.search(words)
+        and (_HANDED_OVER.search(words) or _ORDER_WORDS.search(words))
+    ):
         return Flaw(
             "instruction_name", "hidden_directive", True,
             f"a name that reads as an instruction: {words[:120]!r}", 0, len(name),
@@ -206,13 +221,6 @@ def preset_destination(prop: str, schema: Mapping[str, Any]) -> Flaw | None:
         "preset_destination", "exfiltration_parameter", True,
         f"parameter {prop!r} sends to a preset destination {default.strip()!r}", 0, len(prop),
     )  # fmt: skip
-
-
-# Words naming what an identifier-shaped value would have the model hand over.
-_HANDED_OVER = re.compile(
-    r"\b(?:ssh|keys?|credentials?|passwords?|secrets?|tokens?|env|environment|history"
-    r"|conversation|messages?|prompt|cookies?)\b"
-)
 
 
 def instruction_value(value: str) -> Flaw | None:
