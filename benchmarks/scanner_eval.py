@@ -1,21 +1,26 @@
 """How well the upstream injection scan generalizes: blocked rates per set and technique.
 
-Run: python benchmarks/scanner_eval.py [--misses] [--split regression|tuning|report|report2]
+Run: python benchmarks/scanner_eval.py [--misses] [--split regression|tuning|report|report2|report3]
 
-Four sets, printed separately and never pooled:
+Five sets, printed separately and never pooled:
 
 * regression — our own corpus (tests/gateway/corpus/{poisoned,benign}.json), the one the
   scanner was first written against; it guards against regressions and says nothing about
   generalization.
 * tuning — public definitions written by others (tests/gateway/corpus/eval/tuning.jsonl);
-  the checks may be tuned on it. It holds the sources moved out of `report` after their
-  misses were seen.
-* report — public definitions from other sources (tests/gateway/corpus/eval/report.jsonl),
-  held out for the first rework; its misses have since been seen, so it is kept for
-  reference only.
-* report2 — public definitions from sources in neither of the above
-  (tests/gateway/corpus/eval/report2.jsonl), committed before the checks were changed again
-  and never tuned on. This is the figure to quote.
+  the checks are tuned on it.
+* report — public definitions from other sources (report.jsonl), held out for the first
+  rework; seen since, and tuned on in the third rework: tuning data now.
+* report2 — public definitions from sources in none of the above (report2.jsonl), held out
+  for the second rework; seen since, and tuned on in the third rework: tuning data now.
+* report3 — public definitions from sources in none of the above (report3.jsonl), written
+  and committed before the third rework's checks and measured once on them (bb6382c: 47/56
+  poisoned, 9/346 benign blocked — the held-out figure to quote). Its misses were then seen
+  and fixed, so it is tuning data too from 8b711f2 on; no held-out set is left.
+
+Next to every rate the benchmark prints the rate of a baseline measured on the same items in
+the same run: a scanner keyed on wrappers, blocking a definition exactly when some string of it
+carries pseudo-system markup — the approach the third rework replaced.
 
 A definition counts as blocked when the gateway would withhold it from the scan alone: a
 finding that blocks under the default actions, or (for a rug pull, whose "after" definition
@@ -35,9 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper.gateway.scanning.findings import Finding, blocking, scan_tool
+from toolkeeper.gateway.scanning.text import read, strings
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "gateway" / "corpus"
-SETS = ("regression", "tuning", "report", "report2")
+SETS = ("regression", "tuning", "report", "report2", "report3")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,12 @@ class Verdict:
     @property
     def blocked(self) -> bool:
         return bool(blocking(self.findings, {}))
+
+    @property
+    def wrapped(self) -> bool:
+        """The baseline: whether any string of the definition carries pseudo-system markup —
+        what a scanner keyed on wrappers (`<IMPORTANT>`, `[SYSTEM: …]`) would block."""
+        return any(read(raw).markers for _, raw, is_name in strings(self.item.tool) if not is_name)
 
 
 def load(name: str) -> list[Item]:
@@ -115,9 +127,10 @@ def judge(items: Sequence[Item]) -> list[Verdict]:
 def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
     role = {
         "regression": "our own corpus: regression guard, not an evaluation",
-        "tuning": "public, checks may be tuned on it",
-        "report": "public, other sources: seen, kept for reference",
-        "report2": "public, sources in no other set: held-out, never tuned on",
+        "tuning": "public, tuned on",
+        "report": "public, other sources: seen, tuned on since the third rework",
+        "report2": "public, other sources: seen, tuned on since the third rework",
+        "report3": "public, other sources: held out for bb6382c, seen and tuned on since",
     }[name]
     print(f"\n== {name} ({role})")
     poisoned = [v for v in verdicts if v.item.poisoned]
@@ -125,13 +138,11 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
     by_technique: dict[str, list[Verdict]] = {}
     for verdict in poisoned:
         by_technique.setdefault(verdict.item.technique, []).append(verdict)
-    print(f"  {'technique':<24} {'n':>4} {'blocked':>8} {'rate':>7}")
+    print(f"  {'technique':<24} {'n':>4} {'blocked':>8} {'rate':>7} {'baseline':>9}")
     for technique, group in sorted(by_technique.items()):
         _row(technique, group)
     _row("ALL POISONED", poisoned)
-    blocked = sum(v.blocked for v in benign)
-    rate = blocked / len(benign) if benign else 0.0
-    print(f"  {'benign (false positives)':<24} {len(benign):>4} {blocked:>8} {rate:>7.1%}")
+    _row("benign (false positives)", benign)
     if misses:
         for verdict in poisoned:
             if not verdict.blocked:
@@ -146,8 +157,13 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
 
 
 def _row(label: str, group: Sequence[Verdict]) -> None:
+    """n, blocked, rate, and the rate of the wrapper-keyed baseline on the same items."""
     blocked = sum(v.blocked for v in group)
-    print(f"  {label:<24} {len(group):>4} {blocked:>8} {blocked / len(group):>7.1%}")
+    wrapped = sum(v.wrapped for v in group)
+    size = max(len(group), 1)
+    print(
+        f"  {label:<24} {len(group):>4} {blocked:>8} {blocked / size:>7.1%} {wrapped / size:>9.1%}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

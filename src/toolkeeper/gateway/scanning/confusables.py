@@ -8,6 +8,7 @@ confusables list (UTS #39) that map to a single Latin letter, for the scripts at
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 _LOOKALIKES: dict[str, str] = {
@@ -34,6 +35,7 @@ def latin_lookalike(char: str) -> str | None:
     return _LOOKALIKES.get(char)
 
 
+@functools.lru_cache(maxsize=8192)
 def script_of(char: str) -> str:
     """The script of a letter, from its Unicode name (``LATIN``, ``CYRILLIC``, ``CJK`` ...);
     ``COMMON`` for digits, marks and anything unnamed."""

@@ -64,13 +64,27 @@ _SECRET_FILE = (
     r"|(?<![\w/])\.(?:env|ssh|aws|npmrc|netrc|pgpass|bash_history|zsh_history|git-credentials"
     r"|kube|docker|gnupg|bashrc|zshrc|profile)\b\S*"
 )
+# What concealment keeps back: the user, this order, or what the model does — not a fact
+# about the subject ("do not mention if a column is boolean" is a rule for the answer).
+_KEPT_BACK = (
+    r"(?=\s*(?:[.,;:!)\]\-]|$)|\s+(?:it|this|that|these|those|anything|any of|the user|users?"
+    r"|them|him|her|anyone|to|about|you|your|what you|we|having|reading|the (?:fact|instruction"
+    r"|instructions|step|steps|request|action|file|files|note|above|following|data|tool)))"
+)
 _HANDOVER = (
     r"(?:pass|include|send|put|append|add|provide|insert|attach|concatenate|paste|present"
     r"|forward|upload|copy)"
 )
 _SEND = (
-    r"(?:send|upload|post|forward|exfiltrate|leak|transmit|sync|beacon|log|copy|save|store"
+    r"(?:send|submit|deliver|upload|post|forward|exfiltrate|leak|transmit|sync|beacon|log|copy"
+    r"|save|store"
     r"|email|pass|include|append|attach|add|put|paste|provide|insert|share)"
+)
+# Secrets by an unambiguous name ("tokens" alone may be a model's tokens).
+_STRONG_SECRET = (
+    r"api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tokens?|bearer tokens?"
+    r"|session tokens?|passwords?|secrets?|credentials?|private[ _-]?keys?|ssh[ _-]?keys?"
+    r"|environment variables|env vars?|system configuration|connection strings?"
 )
 _SILENT = r"(?:silently|secretly|quietly|covertly|discreetly|behind the scenes)"
 
@@ -90,10 +104,18 @@ _CHECKS: tuple[_Check, ...] = (
         r"|earlier|preceding|original|system|all|any|other|your|safety|security)\b…{0,20}"
         r"\b(?:instructions?|rules|guidelines|prompts?|directions|directives|policies"
         r"|restrictions|guardrails|constraints|guidance|safeguards)\b"),
+    _check("override", "hidden_directive", "tells the model to drop what it knows",
+        r"\b(?:ignore|disregard|forget)\s+(?:everything|anything|all)\s+(?:you\s+(?:know|were told"
+        r"|have been told|learned)|you've been told)\b"),
+    _check("override", "hidden_directive", "strings injection verbs together",
+        r"\b(?:ignore|forget|pretend|bypass|override|disable|disregard|jailbreak)\b(?:\W+\w+){0,2}?"
+        r"\W+(?:ignore|forget|pretend|bypass|override|disable|disregard|jailbreak)\b(?:\W+\w+){0,2}?"
+        r"\W+(?:ignore|forget|pretend|bypass|override|disable|disregard|jailbreak)\b"),
     _check("override", "hidden_directive", "asks to switch off safety controls",
-        r"\b(?:disable|turn off|deactivate|bypass|circumvent|ignore)\s+(?:all\s+|any\s+|the\s+"
-        r"|every\s+)?(?:\w+\s+)?(?:guardrails|safeguards|security checks|safety checks"
-        r"|security controls|safety filters|content filters|safety guidelines)\b"
+        r"\b(?:disable|turn off|deactivate|bypass|circumvent|ignore|override|disregard|skip"
+        r"|remove|suspend)\s+(?:all\s+|any\s+|the\s+|every\s+)?(?:\w+\s+)?(?:guardrails"
+        r"|safeguards|(?:safety|security|content|ethical) (?:checks|controls|filters|guidelines"
+        r"|protocols|restrictions|measures|moderation|policies|rules)|content moderation)\b"
         r"|\bsecurity_level\s*=\s*0\b|\bdisable_security\w*"),
     _check("override", "hidden_directive", "claims elevated access for itself",
         r"\b(?:grant|enable|activate|obtain)\s+(?:the\s+)?(?:unrestricted|full|administrator"
@@ -105,7 +127,9 @@ _CHECKS: tuple[_Check, ...] = (
         r"|act as if you|pretend (?:to be|you are|that you)"
         rf"|(?:you|the {_AI}|{_AI}) (?:are|is|will be) (?:now )?in "
         r"(?:\w+ )?(?:diagnostic|maintenance|developer|debug|god|admin|unrestricted|jailbreak)"
-        r" mode|(?:enter|switch to|activate) (?:god|unrestricted|jailbreak) mode)"),
+        r" mode|(?:enter|switch to|activate) (?:god|unrestricted|jailbreak) mode"
+        r"|(?:you are|you're|act as|become)\s+(?:now\s+)?(?:a\s+|an\s+)?(?:completely\s+"
+        r"|fully\s+)?(?:unrestricted|jailbroken|uncensored|unfiltered|unaligned)\b)"),
     _check("override", "hidden_directive", "asks the model to reveal its instructions",
         r"\b(?:output|print|reveal|dump|repeat|show)\s+(?:\w+\s+){0,2}?(?:your|its)\s+(?:full\s+"
         r"|entire\s+|complete\s+)?(?:system prompt|system message|instructions|configuration)\b"
@@ -121,18 +145,19 @@ _CHECKS: tuple[_Check, ...] = (
         r"|\bsystem override\b|^\s*override\s*:"),
     # Openers that only injected text uses: an honest description has no reader to guess at.
     _check("model_addressed", "hidden_directive", "a message addressed to the model",
-        r"\bif you are an? (?:ai|assistant|language model|llm|agent)\b"
-        rf"|\b{_AI}s? reading this\b|\bif you are reading this\b"
+        rf"\b{_AI}s? reading this\b|\bif you are reading this\b"
         r"|\byou have been instructed by another tool\b"),
     # A note to the model is how honest servers give usage guidance ("Note to LLM: use the
-    # collection-indexes tool first"); it warns, and the orders inside it — concealment,
-    # override, exfiltration — are found by their own checks.
+    # collection-indexes tool first", "Optional. If you are an AI model, use this to …"); it
+    # warns, and the orders inside it — concealment, override, exfiltration — are found by
+    # their own checks.
     _check("model_addressed", "hidden_directive", "a note addressed to the model",
-        rf"\bnote to (?:the )?{_AI}\b|\b(?:attention|hey|dear),?\s+{_AI}\b", high=False),
+        rf"\bnote to (?:the )?{_AI}\b|\b(?:attention|hey|dear),?\s+{_AI}\b"
+        r"|\bif you are an? (?:ai|assistant|language model|llm|agent)\b", high=False),
     # -- concealment: keep it from the user ---------------------------------------------------
     _check("concealment", "hidden_directive", "asks to keep something from the user",
         r"\b(?:do not|don't|dont|never|must not|should not|shouldn't|no need to"
-        rf"|not necessary to|without|avoid)\s+(?:\w+\s+){{0,3}}?{_TELL}\b"
+        rf"|not necessary to|without|avoid)\s+(?:\w+\s+){{0,3}}?{_TELL}\b{_KEPT_BACK}"
         r"|\b(?:do not|don't|never)\s+(?:show|display|reveal)\s+(?:this\s+|it\s+)?to\s+"
         r"(?:the\s+)?user\b|\bdo not show to (?:the )?user\b"),
     _check("concealment", "hidden_directive", "conceals an action from the user",
@@ -168,6 +193,32 @@ _CHECKS: tuple[_Check, ...] = (
         r"…{0,60}\b(?:all|every|each|full|complete)\b…{0,60}\b(?:to|at)\s+(?:https?://"
         r"|\S+@\S+\.\w+)"
         r"|\b(?:upload|exfiltrate|leak|transmit|beacon)\b…{0,60}\bto\s+https?://"),
+    _check("exfiltration", "exfiltration", "asks to hand over secrets the session holds",
+        rf"\b{_SEND}\b…{{0,40}}\b(?:any|all|every)\b…{{0,30}}\b(?:{_STRONG_SECRET})\b"
+        r"…{0,60}\b(?:available|you have|you can find|seen|found|collected|discovered|stored"
+        r"|in (?:the |your )?(?:current )?(?:session|context|environment|conversation))\b"
+        rf"|\b{_SEND}\b…{{0,20}}\b(?:any|all)\s+(?:collected|available|discovered|harvested"
+        rf"|stored|cached|saved)\b…{{0,30}}\b(?:{_STRONG_SECRET})\b"),
+    _check("exfiltration", "exfiltration", "asks to send what other tools returned",
+        rf"\b{_SEND}\b…{{0,60}}\b(?:data|information|content|results?|outputs?|details)\s+"
+        r"(?:discovered|obtained|gathered|collected|found|retrieved|returned|received|read)\s+"
+        r"(?:from|by|in|via|through)\s+(?:\w+\s+)?(?:other|previous|prior|earlier|all|any)\s+"
+        r"(?:\w+\s+)?(?:tools?|servers?|calls?|functions?)\b"),
+    _check("exfiltration", "exfiltration", "sends the user's data to a fixed address",
+        r"\b(?:send|deliver|save|export|post|forward|log|report|sync|submit|upload|transmit"
+        r"|push|stream|mirror|ship)\w*\b…{0,40}\b(?:data|results?|outputs?|contents?|logs?"
+        r"|reports?|sessions?|history|information|details|records|files?|everything|conversation"
+        r"|messages?|responses?|findings|summary|summaries|transcripts?|analytics|metrics"
+        r"|telemetry)\b…{0,60}?\b(?:to|at)\s+(?:the\s+(?:\w+\s+){0,3}?at\s+)?"
+        r"(?:https?://|ftp://|[\w.+-]+@[\w-]+\.[a-z]{2,})"),
+    _check("exfiltration", "exfiltration", "declares data theft",
+        r"\bexfiltrat\w*|\bharvest\w*\s+(?:\w+\s+){0,3}?(?:credentials|secrets|keys|passwords"
+        r"|tokens|data)\b|\bc2 server\b|\bcommand[- ]and[- ]control\b"),
+    _check("exfiltration", "exfiltration", "takes the user's secrets",
+        r"\b(?:automatically\s+)?(?:collect|gather|harvest|extract|include|read|access|scan|dump"
+        r"|copy)\w*\b…{0,200}?\b(?:ssh keys|private keys|saved passwords|browser (?:cookies|data"
+        r"|passwords)|saved credentials|cookies and saved passwords|api keys|environment variables)"
+        r"\b", high=False),
     _check("exfiltration", "exfiltration", "asks to exfiltrate data",
         r"(?:^|[.!?:>\n]\s*|\b(?:must|should|please|and|then|also)\s+)(?:exfiltrate|harvest"
         r"|steal)\b|\bupload (?:it |them )?later\b"),
@@ -179,6 +230,21 @@ _CHECKS: tuple[_Check, ...] = (
         r"|information|details|database|contents|history|credentials|secrets)\b…{0,20}?\bto\s+"
         r"(?:/\S+|~/\S+|[a-z]:\\\S*|(?:https?|ftp|s3)://|[\w.+-]+@[\w-]+\.[\w.]+)",
         high=False),
+    # -- code: run what the text carries or points at -----------------------------------------
+    _check("code_execution", "hidden_directive", "asks the model to run code from the text",
+        r"\bdecode\b…{0,40}\b(?:base64|hex|encoded|payload|string|following)\b…{0,40}"
+        r"\b(?:execute|run|eval(?:uate)?|follow|obey)\b"
+        r"|\b(?:curl|wget|iwr|invoke-webrequest)\b[^|\n]{0,200}\|\s*(?:sudo\s+)?(?:ba|z)?sh\b"
+        r"|\b(?:curl|wget)\b[^|\n]{0,200}\|\s*(?:sudo\s+)?(?:python3?|node|perl|ruby)\b"
+        r"|<\s*script\b[^>]*>\s*[\w$.]+\s*[(=.]|\bdocument\.cookie\b|\bjavascript:\s*\w"),
+    # -- arguments: falsify what the user asked for ------------------------------------------
+    _check("argument_tampering", "hidden_directive", "asks to falsify the call's arguments",
+        r"\b(?:arguments?|parameters?|values?|inputs?|numbers?|amounts?)\b…{0,40}\b(?:should"
+        r"|must|need to|have to)\s+be\s+(?:\w+\s+){0,3}?(?:more|less|greater|smaller|higher"
+        r"|lower|larger|fewer|different)\s+than\s+(?:the\s+|what\s+)?(?:actual|real|requested"
+        r"|original|intended|user|given)"
+        r"|\binstead of the (?:actual|real|requested|original|intended|user'?s?) (?:value|amount"
+        r"|number|argument|recipient|address|account)s?\b"),
     # -- redirect: an effect of another call goes to a third party ----------------------------
     _check("redirect", "hidden_directive", "redirects an effect to a third party",
         r"\b(?:all|every|any)\s+(?:e-?mails?|messages?|payments?|transfers?|transactions?|funds"
@@ -204,7 +270,10 @@ _CHECKS: tuple[_Check, ...] = (
         r"|query|question|task|message|prompt|response|answer|conversation)"
         r"|\bas the first step\b…{0,40}\bbefore\b"
         r"|\bbefore (?:asking|answering|responding|providing) (?:any|clarifying)\b"
-        r"|\bprioriti[sz]e this (?:tool|function|service) over\b"),
+        r"|\bprioriti[sz]e this (?:tool|function|service) over\b"
+        r"|\bbefore (?:invoking|calling|using|running) (?:any|all|other) (?:\w+ )?(?:tools"
+        r"|functions|tool|function)\b…{0,30}\b(?:use|call|invoke|run|consult)\s+this\s+"
+        r"(?:tool|function)\b"),
     _check("steering", "tool_steering", "tells the model to avoid other tools",
         r"\b(?:ignore|disregard|avoid|do not use|don't use|never use|do not call|stop using)\s+"
         r"(?:all\s+|any\s+|the\s+)?other\s+(?:\w+\s+){0,2}?(?:tools|functions|servers|services"
@@ -213,6 +282,11 @@ _CHECKS: tuple[_Check, ...] = (
         r"(?:are|is)\s+(?:being\s+)?(?:deprecated|buggy|outdated|inaccurate|unsafe|insecure"
         r"|broken|inferior|malicious|compromised)\b"
         r"|\bthe only (?:\w+ ){0,2}(?:tool|one|converter|service) you should (?:use|trust)\b"
+        r"|\b(?:better|safer|faster|more (?:\w+ )?(?:reliable|accurate|secure)|superior|preferred"
+        r"|recommended)\s+(?:than|over|to)\s+(?:the\s+|any\s+|all\s+)?(?:standard|other|regular"
+        r"|built-in|builtin|default|basic|traditional|legacy|existing|competing|ordinary|native"
+        r"|original)\s+(?:\w+\s+){0,2}?(?:tools|functions|servers|implementations|versions"
+        r"|alternatives|options)\b"
         r"|\b(?:inferior|outdated) (?:alternatives|tools)\b"),
     _check("steering", "tool_steering", "inserts this tool before another operation",
         r"\bbefore\s+(?:\w+\s+){0,3}?(?:operation|call|calling|using|executing|running)\b…{0,40}"
@@ -298,6 +372,17 @@ def _sentence_around(text: str, start: int, after: int = 0) -> str:
     return text[begin : start + after]
 
 
+def _rest_of_sentence(text: str, end: int, limit: int = 80) -> str:
+    """The text after `end` up to the end of its sentence (at most `limit` characters)."""
+    stop = text.find(". ", end)
+    return text[end : min(stop if stop >= 0 else len(text), end + limit)]
+
+
+# Words after a path that refuse it ('hidden directories (e.g. "~/.ssh") are rejected').
+_REFUSED = re.compile(
+    r"\b(?:rejected|refused|blocked|denied|forbidden|disallowed|prohibited|excluded|ignored"
+    r"|not (?:allowed|permitted|accessible|accessed|read|touched))\b"
+)
 _DENIAL = re.compile(r"\b(?:never|not|no|without|doesn't|does not|won't|cannot|nothing)\b")
 _CREDENTIALS = re.compile(
     r"(?:~|\$home|%userprofile%|/home/[^/\s]+|/users/[^/\s]+|/root)/\.(?:ssh|aws|gnupg|kube"
@@ -323,7 +408,9 @@ _HOME_SECRET = re.compile(
 def credential_path(reading: Reading) -> Hit | None:
     """A credential file named anywhere, unless its sentence denies touching it."""
     for match in _CREDENTIALS.finditer(reading.text):
-        if _DENIAL.search(_sentence_around(reading.text, match.start())):
+        if _DENIAL.search(_sentence_around(reading.text, match.start())) or _REFUSED.search(
+            _rest_of_sentence(reading.text, match.end())
+        ):
             continue
         high = bool(_HOME_SECRET.search(match.group()))
         return Hit(

@@ -20,6 +20,7 @@ upstream's ``scan`` setting):
     credential_path          ~/.ssh/id_rsa, .aws/credentials, .env, mcp.json ... (unless the
                              sentence denies touching it)
     invisible_unicode        zero-width, tag, bidi and other characters that hide text
+    encoded_payload          base64 or hex that decodes to an instruction or to hidden text
     model_instruction        an imperative to the model with nothing harmful in it (medium)
     markup                   pseudo-system markup with no instruction found in it (medium)
     oversized_text           a string over the length limit (medium)
@@ -50,11 +51,21 @@ from toolkeeper.gateway.scanning.structure import (
     confusable_name,
     imitated_name,
     instruction_name,
+    instruction_value,
     invisible,
     parameter_asks,
+    preset_destination,
     tool_reference,
 )
-from toolkeeper.gateway.scanning.text import Reading, excerpt, fold, humanize, parameters, read
+from toolkeeper.gateway.scanning.text import (
+    Reading,
+    encoded_runs,
+    excerpt,
+    fold,
+    humanize,
+    parameters,
+    read,
+)
 from toolkeeper.gateway.scanning.text import strings as definition_strings
 
 ScanAction = Literal["block", "warn"]
@@ -77,6 +88,7 @@ FINDING_CLASSES: dict[str, Severity] = {
     "exfiltration_parameter": Severity.HIGH,
     "credential_path": Severity.HIGH,
     "invisible_unicode": Severity.HIGH,
+    "encoded_payload": Severity.HIGH,
     "model_instruction": Severity.MEDIUM,
     "markup": Severity.MEDIUM,
     "oversized_text": Severity.MEDIUM,
@@ -84,6 +96,11 @@ FINDING_CLASSES: dict[str, Severity] = {
 """The scan's finding classes and their usual severity; `UpstreamConfig.scan` keys are these."""
 
 DEFAULT_MAX_TEXT = 2000
+READ_LIMIT = 1 << 15
+"""Characters of one string that are read; a longer string blocks, since the rest — which a
+model would read — goes unchecked, and reading is linear but not cheap."""
+TOOL_READ_LIMIT = 1 << 18
+"""Characters of one definition that are read, over all its strings; past it, the same."""
 
 _Add = Callable[[str, str, "Hit | Flaw", "Severity", str], None]
 """Records a finding: ``add(path, raw string, hit or flaw, severity, note)``."""
@@ -153,10 +170,30 @@ def scan_tool(
             if tool_name not in own
         )
     )
-    for path, raw, is_name in definition_strings(tool):
+    budget = TOOL_READ_LIMIT
+    for path, whole, is_name in definition_strings(tool):
+        if budget <= 0:
+            unread = Flaw(
+                "oversized", "oversized_text", True,
+                f"the definition holds more than the {TOOL_READ_LIMIT} characters read; the "
+                "rest is not checked",
+                0, len(whole),
+            )  # fmt: skip
+            add(path, whole, unread, Severity.HIGH, "")
+            break
+        raw = whole[: min(READ_LIMIT, budget)]
+        budget -= len(raw)
         if flaw := invisible(raw):
             add(path, raw, flaw, Severity.HIGH, "")
-        if len(raw) > max_text:
+        if len(whole) > len(raw):
+            cut = Flaw(
+                "oversized", "oversized_text", True,
+                f"{len(whole)} characters; only the first {len(raw)} are read, the rest is not "
+                "checked",
+                len(raw), len(whole),
+            )  # fmt: skip
+            add(path, whole, cut, Severity.HIGH, "")
+        elif len(raw) > max_text:
             oversized = Flaw(
                 "oversized", "oversized_text", False,
                 f"{len(raw)} characters, over the {max_text} allowed", max_text, len(raw),
@@ -167,11 +204,35 @@ def scan_tool(
             continue
         reading = read(raw)
         _scan_text(path, reading, reference, add)
-    description = fold(str(tool.get("description") or ""))
+        _scan_encoded(path, raw, reference, add)
+        if flaw := instruction_value(raw):
+            add(path, raw, flaw, Severity.HIGH, "")
+    description = fold(str(tool.get("description") or "")[:READ_LIMIT])
     for path, prop, schema in parameters(tool):
         if flaw := parameter_asks(prop, schema, description):
             add(path, prop, flaw, Severity.HIGH, "")
+        if flaw := preset_destination(prop, schema):
+            add(path, prop, flaw, Severity.HIGH, "")
     return list(found.values())
+
+
+def _scan_encoded(path: str, raw: str, reference: ToolReference | None, add: _Add) -> None:
+    """Base64 and hex runs that decode to text: the decoded text is read like any other, and
+    text hidden this way is a finding even when it orders nothing."""
+    for start, end, decoded in encoded_runs(raw):
+        reading = read(decoded)
+        hits = [*directives(reading)]
+        hits += [h for h in (credential_path(reading), cross_server(reading, reference)) if h]
+        shown = " ".join(decoded.split())
+        shown = shown if len(shown) <= 80 else shown[:79] + "…"
+        if hits:
+            reason = f"encoded text that decodes to an order ({hits[0].reason}): {shown!r}"
+        elif len(decoded.split()) >= 4:
+            reason = f"encoded text a reviewer cannot read: {shown!r}"
+        else:
+            continue
+        flaw = Flaw("encoded_payload", "encoded_payload", True, reason, start, end)
+        add(path, raw, flaw, Severity.HIGH, "")
 
 
 def _scan_text(path: str, reading: Reading, reference: ToolReference | None, add: _Add) -> None:

@@ -95,10 +95,25 @@ _VERB = (
 _INSTRUCTION_NAME = re.compile(r"\b" + _VERB + r"\b")
 
 
+# Words that make a name an order rather than a label.
+_ORDER_WORDS = re.compile(r"\b(?:please|all|every|here|previous|prior|this|always|must|first)\b")
+# Words naming what an identifier-shaped value would have the model hand over.
+_HANDED_OVER = re.compile(
+    r"\b(?:ssh|keys?|credentials?|passwords?|secrets?|tokens?|env|environment|history"
+    r"|conversation|messages?|prompt|cookies?)\b"
+)
+
+
 def instruction_name(name: str) -> Flaw | None:
-    """A parameter or key name that is a sentence telling the model what to put in it."""
+    """A parameter or key name that is a sentence telling the model what to put in it: an
+    order to hand something over (``content_from_reading_ssh_id_rsa``), not a flag named for
+    what the output includes (``includeAuthInfoInExample``)."""
     words = fold(humanize(name))
-    if len(words.split()) >= 4 and _INSTRUCTION_NAME.search(words):
+    if (
+        len(words.split()) >= 4
+        and _INSTRUCTION_NAME.search(words)
+        and (_HANDED_OVER.search(words) or _ORDER_WORDS.search(words))
+    ):
         return Flaw(
             "instruction_name", "hidden_directive", True,
             f"a name that reads as an instruction: {words[:120]!r}", 0, len(name),
@@ -182,18 +197,62 @@ def parameter_asks(prop: str, schema: Mapping[str, Any], description: str) -> Fl
     return None
 
 
+# Parameters that name where the call's data goes, and the destination a default gives them.
+_DESTINATION_NAME = re.compile(
+    r"(?:destination|dest|recipients?|to|cc|bcc|forwardto|sendto|webhook(?:url)?|callback(?:url)?"
+    r"|uploadurl|exporturl|targeturl|reportto|notify(?:email|url)?)"
+)
+_STATED_DEFAULT = re.compile(r"\bdefault(?:s to|:|\s+is)?\s*[`'\"]?(\S+?)[`'\"]?(?:[),;]|\s|$)")
+_ADDRESS = re.compile(r"^(?:https?|ftp|s3)://\S+$|^[\w.+-]+@[\w-]+\.[\w.-]+$")
+
+
+def preset_destination(prop: str, schema: Mapping[str, Any]) -> Flaw | None:
+    """A parameter naming where the call's data goes, set by default to a fixed address: the
+    tool delivers to its author's choice unless the model overrides it."""
+    if not _DESTINATION_NAME.fullmatch(re.sub(r"[^a-z]", "", prop.lower())):
+        return None
+    default = schema.get("default")
+    if not isinstance(default, str):
+        stated = _STATED_DEFAULT.search(str(schema.get("description", "")))
+        default = stated.group(1) if stated else None
+    if default is None or not _ADDRESS.match(default.strip().lower()):
+        return None
+    return Flaw(
+        "preset_destination", "exfiltration_parameter", True,
+        f"parameter {prop!r} sends to a preset destination {default.strip()!r}", 0, len(prop),
+    )  # fmt: skip
+
+
+def instruction_value(value: str) -> Flaw | None:
+    """An enum value or default spelled as an identifier that reads as an order to hand over
+    secrets (``include_ssh_keys_and_credentials``)."""
+    if any(c.isspace() for c in value) or not re.search(r"[_\-]|[a-z][A-Z]", value):
+        return None
+    words = fold(humanize(value))
+    if _INSTRUCTION_NAME.search(words) and _HANDED_OVER.search(words):
+        return Flaw(
+            "instruction_name", "hidden_directive", True,
+            f"a value that reads as an instruction: {words[:120]!r}", 0, len(value),
+        )  # fmt: skip
+    return None
+
+
 @functools.lru_cache(maxsize=64)
 def tool_reference(tools: frozenset[tuple[str, str]]) -> ToolReference | None:
     """One pattern for every (server, tool name) in `tools`. A distinctive identifier
-    (``send_email``, ``getUser``) counts anywhere, also inside a prefixed form like
-    ``mcp_tool_send_email``; a plain word (``fetch``) only when it is called a tool."""
+    (``send_email``, ``getUser``) counts as a whole token, or qualified the way clients
+    namespace tools (``mcp__gmail__send_email``, ``mcp_tool_send_email``, ``gmail.send_email``)
+    — never as part of a longer name (``jira_update_issue`` is not ``update_issue``); a plain
+    word (``fetch``) only when it is called a tool."""
     owners = {name.lower(): server for server, name in sorted(tools, reverse=True)}
     distinctive = {n.lower() for _, n in tools if re.search(r"[_\-.\d]|[a-z][A-Z]", n)}
     plain = set(owners) - distinctive
     parts = []
     if distinctive:
         words = _alternatives(distinctive)
-        parts.append(rf"(?<![a-z0-9])({words})(?![a-z0-9_])")
+        parts.append(
+            rf"(?:(?<=__)|(?<=\w\.)|(?<![\w-])(?:mcp_(?:[a-z0-9-]+_){{0,2}}?)?)({words})(?![\w-])"
+        )
     if plain:
         words = _alternatives(plain)
         parts.append(rf"\b[`'\"]?({words})[`'\"]?\s+tool\b|\btool\s+[`'\"]?({words})\b")

@@ -15,6 +15,9 @@ the raw string, so a finding can name the exact span.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import html
 import re
 import unicodedata
@@ -52,30 +55,50 @@ def strings(tool: Mapping[str, Any]) -> Iterator[tuple[str, str, bool]]:
 
 
 def _walk(node: Any, at: tuple[str | int, ...], *, schema: bool) -> Iterator[tuple[str, str, bool]]:
-    if isinstance(node, str):
-        yield pointer(*at), node, False
-    elif isinstance(node, list):
-        for index, item in enumerate(node):
-            yield from _walk(item, (*at, index), schema=schema)
-    elif isinstance(node, dict):
-        names = node.get("properties") if schema else None
-        for key, value in node.items():
-            key = str(key)
-            if schema and key in _SCHEMA_MAPS and isinstance(value, dict):
-                for prop, sub in value.items():
-                    yield pointer(*at, key, prop), str(prop), True
-                    yield from _walk(sub, (*at, key, prop), schema=True)
-                continue
-            if schema and key == "required" and isinstance(value, list):
-                # A listed name is read under `properties`; anything else is free text.
-                known = names if isinstance(names, dict) else {}
-                for index, item in enumerate(value):
-                    if isinstance(item, str) and item not in known:
-                        yield pointer(*at, key, index), item, False
-                continue
-            if key not in (_SCHEMA_KEYWORDS if schema else _ANNOTATIONS):
-                yield pointer(*at, key), key, True
-            yield from _walk(value, (*at, key), schema=schema)
+    """Depth-first, in document order, without recursion: a schema nested thousands of levels
+    deep is read like any other (a recursive walk would crash on it)."""
+    stack: list[tuple[Any, tuple[str | int, ...], bool] | tuple[str, str, bool, None]] = [
+        (node, at, schema)
+    ]
+    while stack:
+        item = stack.pop()
+        if len(item) == 4:
+            yield item[0], item[1], item[2]
+            continue
+        current, here, in_schema = item
+        if isinstance(current, str):
+            yield pointer(*here), current, False
+        elif isinstance(current, list):
+            stack.extend(
+                (child, (*here, index), in_schema)
+                for index, child in reversed(list(enumerate(current)))
+            )
+        elif isinstance(current, dict):
+            stack.extend(reversed(list(_children(current, here, in_schema))))
+
+
+def _children(
+    node: dict[Any, Any], at: tuple[str | int, ...], schema: bool
+) -> Iterator[tuple[Any, tuple[str | int, ...], bool] | tuple[str, str, bool, None]]:
+    """What a dict holds for the walk, in order: names to emit (4-tuples) and nodes to walk."""
+    names = node.get("properties") if schema else None
+    for key, value in node.items():
+        key = str(key)
+        if schema and key in _SCHEMA_MAPS and isinstance(value, dict):
+            for prop, sub in value.items():
+                yield pointer(*at, key, prop), str(prop), True, None
+                yield sub, (*at, key, prop), True
+            continue
+        if schema and key == "required" and isinstance(value, list):
+            # A listed name is read under `properties`; anything else is free text.
+            known = names if isinstance(names, dict) else {}
+            for index, item in enumerate(value):
+                if isinstance(item, str) and item not in known:
+                    yield pointer(*at, key, index), item, False, None
+            continue
+        if key not in (_SCHEMA_KEYWORDS if schema else _ANNOTATIONS):
+            yield pointer(*at, key), key, True, None
+        yield value, (*at, key), schema
 
 
 def parameters(tool: Mapping[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -124,11 +147,13 @@ class Reading:
     markers: tuple[Marker, ...]
 
     def span(self, start: int, end: int) -> tuple[int, int]:
-        """The raw span of `text[start:end]`."""
-        if not self.origin:
+        """The raw span of `text[start:end]` (clamped to the text, never empty)."""
+        size = len(self.origin)
+        if not size:
             return (0, 0)
-        first = self.origin[min(start, len(self.origin) - 1)]
-        last = self.origin[max(min(end, len(self.origin)) - 1, 0)]
+        start = min(max(start, 0), size - 1)
+        end = min(max(end, start + 1), size)
+        first, last = self.origin[start], self.origin[end - 1]
         return (first, max(last + 1, first))
 
 
@@ -149,6 +174,10 @@ _MARKUP: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"<\s*/?\s*[a-z_][\w:-]*(?:important|system|instruction|secret|hidden|admin|critical"
             r"|override|global|priority|urgent|mandatory|require|note|assistant|directive|policy"
             r"|context|prompt|warning|internal|sys|inst)[\w:-]*(?:\s[^<>]{0,200})?\s*/?\s*>"
+            # A tag named in several words (`<Mandatory Dev Security Protocol>`).
+            r"|<\s*/?\s*(?:[a-z_][\w-]*\s+){1,4}[\w-]*?(?:important|system|instructions?"
+            r"|security|protocol|mandatory|requirements?|directive|policy|override|admin"
+            r"|critical)[\w-]*\s*>"
             r"|<\s*/?\s*(?:important|system|instructions?|secret|hidden|admin|critical|override"
             r"|global|ai|llm|model|assistant|note|sys|inst|shadow|internal)\s*(?:\s[^<>]{0,200})?>",
         ),
@@ -156,8 +185,8 @@ _MARKUP: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "bracket marker",
         re.compile(
-            r"\[{1,3}\s*(?:system|important|instructions?|admin|hidden|shadow|critical|override"
-            r"|internal|note to [a-z]+|do not show[^\]\n]{0,40}|hidden instruction)"
+            r"\[{1,3}\s*/?\s*(?:system|important|instructions?|admin|hidden|shadow|critical"
+            r"|override|internal|secret|note to [a-z]+|do not show[^\]\n]{0,40}|hidden instruction)"
             r"(?:\s+(?:message|note|prompt|instruction|override))?\s*(?::|\]{1,3})"
             r"|\]{2,3}|\[{2,3}",
         ),
@@ -196,6 +225,12 @@ def read(raw: str) -> Reading:
             start, end = origin[match.start()], origin[match.end() - 1] + 1
             markers.append(Marker(kind, start, end))
             blank[match.start() : match.end()] = " " * (match.end() - match.start())
+            if kind == "bracket marker" and match.group().endswith(":"):
+                # `[SYSTEM: …]` opens with the marker; its closing bracket is markup too.
+                close = text.find("]", match.end())
+                if close >= 0:
+                    markers.append(Marker(kind, origin[close], origin[close] + 1))
+                    blank[close] = " "
     out, kept = _collapse("".join(blank), origin)
     return Reading(raw, out, tuple(kept), tuple(sorted(markers, key=lambda m: m.start)))
 
@@ -210,14 +245,18 @@ def _fold(raw: str) -> tuple[list[str], list[int]]:
     chars: list[str] = []
     origin: list[int] = []
     for index, char in enumerate(text):
-        if is_hidden(char):
-            continue
         if index in mixed:
             char = latin_lookalike(char) or char
-        for out in unicodedata.normalize("NFKC", char).lower():
+        for out in _folded(char):
             chars.append(out)
             origin.append(index)
     return chars, origin
+
+
+@functools.lru_cache(maxsize=8192)
+def _folded(char: str) -> str:
+    """One character as read: nothing if it renders as nothing, else NFKC and lower case."""
+    return "" if is_hidden(char) else unicodedata.normalize("NFKC", char).lower()
 
 
 def _mixed_script_words(text: str) -> frozenset[int]:
@@ -255,6 +294,49 @@ def _collapse(text: str, origin: list[int]) -> tuple[str, list[int]]:
         out.pop()
         kept.pop()
     return "".join(out), kept
+
+
+_BASE64_RUN = re.compile(r"(?<![\w+/])[A-Za-z0-9+/_-]{20,}={0,2}(?![\w+/=])")
+_HEX_RUN = re.compile(
+    r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}(?:[ :]|(?=[0-9a-fA-F]))){11,}[0-9a-fA-F]{2}(?![0-9a-fA-F])"
+)
+
+
+def encoded_runs(raw: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, decoded text) for each base64 or hex run in `raw` that decodes to readable
+    text. A model can decode such a run and read what a reviewer cannot; hashes, ids and
+    other binary encodings decode to noise and are left alone."""
+    for pattern, decode in ((_HEX_RUN, _from_hex), (_BASE64_RUN, _from_base64)):
+        for match in pattern.finditer(raw):
+            decoded = decode(match.group())
+            if decoded is not None and _readable(decoded):
+                yield match.start(), match.end(), decoded
+
+
+def _from_hex(run: str) -> str | None:
+    try:
+        return bytes.fromhex(re.sub(r"[ :]", "", run)).decode("utf-8")
+    except ValueError:
+        return None
+
+
+def _from_base64(run: str) -> str | None:
+    stripped = run.rstrip("=")
+    padded = stripped + "=" * (-len(stripped) % 4)
+    altchars = b"-_" if "-" in run or "_" in run else None
+    try:
+        return base64.b64decode(padded, altchars=altchars, validate=True).decode("utf-8")
+    except (ValueError, binascii.Error):
+        return None
+
+
+def _readable(text: str) -> bool:
+    """Whether decoded bytes are text a model would read: printable, mostly letters and
+    spaces, more than one word."""
+    if not text or any(not ch.isprintable() and ch not in "\n\t" for ch in text):
+        return False
+    letters = sum(ch.isalpha() or ch.isspace() for ch in text)
+    return letters >= 0.75 * len(text) and len(re.findall(r"[^\W\d_]{2,}", text)) >= 2
 
 
 def fold(text: str) -> str:
