@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from toolkeeper import Principal, Status, tool
+from toolkeeper.cli import main
 from toolkeeper.codemode import CodeLimits
 from toolkeeper.codemode.run_code import RUN_CODE_REF
 from toolkeeper.policy import CedarPolicyEngine
@@ -158,9 +159,10 @@ def test_an_uncaught_inner_failure_fails_run_code_with_its_category(harness: Har
 
 
 def test_approval_pauses_the_program_and_resume_continues_it_exactly_there(
-    tmp_path: Path, sent: list[dict[str, Any]]
+    tmp_path: Path, sent: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    harness = make_harness(tmp_path / "tk", sent)
+    home = tmp_path / "tk"
+    harness = make_harness(home, sent)
     code = (
         "rows = get_rows('abc', limit=4)\n"
         "print('read', len(rows))\n"
@@ -183,7 +185,7 @@ def test_approval_pauses_the_program_and_resume_continues_it_exactly_there(
     harness.close()
 
     # A fresh harness (and sandbox pool) continues it: nothing before the pause runs again.
-    again = make_harness(tmp_path / "tk", sent)
+    again = make_harness(home, sent)
     resumed = resume(again, approval_id)
     assert resumed.status is Status.SUCCEEDED, resumed
     assert resumed.structured_content["value"] == "u1@example.com"
@@ -198,6 +200,16 @@ def test_approval_pauses_the_program_and_resume_continues_it_exactly_there(
     assert resumed.structured_content["calls"][0]["request_id"] == first_read  # not re-run
     children = [r for r in again.ledger.query(limit=50) if r.tool == "get_rows@0.0.0"]
     assert len(children) == 1
+    # The ledger shows the tree: the paused run, its inner calls, the continuation.
+    assert main(["ledger", "show", envelope.execution_meta.request_id, "--home", str(home)]) == 0
+    shown = capsys.readouterr().out
+    tree = shown[shown.index("calls made under it:") :].splitlines()[1:]
+    assert [line.split()[3] for line in tree] == [
+        "get_rows@0.0.0",
+        "send_email@1.0.0",
+        RUN_CODE_REF,
+    ]
+    assert "succeeded" in tree[1] and "committed" in tree[1]
     # Another resume answers with the same outcome and runs nothing.
     twice = resume(again, approval_id)
     assert twice.status is Status.SUCCEEDED

@@ -103,6 +103,11 @@ class Ledger(Protocol):
         """Records newest first, filtered."""
         ...
 
+    def children(self, request_id: str, *, limit: int = 10_000) -> list[InvocationRecord]:
+        """The calls made under `request_id` (a Code Mode program's inner calls, the run_code
+        call that continued it), oldest first."""
+        ...
+
     def in_flight(self) -> list[InvocationRecord]:
         """Records left in state INTENT."""
         ...

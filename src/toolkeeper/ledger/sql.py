@@ -625,6 +625,16 @@ class SQLLedger:
         )
         return [record_from(r) for r in self._read(statement, params)]
 
+    def children(self, request_id: str, *, limit: int = 10_000) -> list[InvocationRecord]:
+        return [
+            record_from(r)
+            for r in self._read(
+                f"SELECT {_COLUMNS} FROM invocations WHERE parent_request_id = ? "
+                "ORDER BY created_at, request_id LIMIT ?",
+                (request_id, limit),
+            )
+        ]
+
     def query_statement(
         self,
         *,
