@@ -279,3 +279,45 @@ def test_limits_end_the_program_naming_the_limit_and_the_setting(
     full = harness.artifacts.get_json(content["stdout_artifact"])
     assert full["stdout"].count("line") == 100
     harness.close()
+
+
+GATHER = """
+import asyncio
+
+async def main():
+    counts = await asyncio.gather(*[count_slow_async(f"s{i}") for i in range(4)])
+    await send_email_async("a@b", "after the reads")
+    return sum(counts)
+
+total = await main()
+total
+"""
+
+
+def test_gathered_reads_run_concurrently_and_a_write_in_the_batch_pauses_durably(
+    tmp_path: Path, sent: list[dict[str, Any]]
+) -> None:
+    harness = make_harness(tmp_path / "tk", sent)
+    running = {"now": 0, "most": 0}
+
+    @tool(side_effect="none")
+    async def count_slow(sheet_id: str) -> int:
+        """Count rows, slowly."""
+        running["now"] += 1
+        running["most"] = max(running["most"], running["now"])
+        await anyio.sleep(0.05)
+        running["now"] -= 1
+        return 10
+
+    harness.register(count_slow)
+    envelope = run(harness, GATHER)
+    assert running["most"] == 4  # the four reads overlapped
+    assert envelope.status is Status.PENDING_APPROVAL, envelope
+    approval_id = envelope.execution_meta.approval_id
+    harness.approvals.decide(approval_id, "approve", by="carol")
+    resumed = resume(harness, approval_id)
+    assert resumed.status is Status.SUCCEEDED, resumed
+    assert resumed.structured_content["value"] == 40
+    assert sent == [{"to": "a@b", "body": "after the reads"}]
+    assert [c["seq"] for c in resumed.structured_content["calls"]] == [1, 2, 3, 4, 5]
+    harness.close()

@@ -103,9 +103,8 @@ def test_docstrings_cannot_be_closed_by_a_description() -> None:
         input_schema={"type": "object"},
     )
     tree = ast.parse(render([hostile]))
-    assert not any(
-        isinstance(node, ast.Import | ast.ImportFrom) and node.lineno > 8 for node in ast.walk(tree)
-    )
+    imports = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
+    assert [node.module for node in imports] == ["typing"]  # only the preamble's own
 
 
 def test_harness_sdk_text_shows_only_what_the_principal_may_see(tmp_path: Path) -> None:

@@ -11,18 +11,17 @@ may instead pause the program (`Pause`): the snapshot then dumps to a few KB tha
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import pydantic_monty as pm
 
 from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
-
-HostCallback = Callable[[HostCall], Awaitable[Any]]
 
 RECURSION_DEPTH = 200
 """Python frames a program may nest; deeper raises RecursionError in the program."""
@@ -35,9 +34,11 @@ _LIMIT_HINT = "raise it with Harness(code_limits=CodeLimits({field}=...))"
 class Pause(Exception):
     """Raised by the host callback: stop the program at this call, keeping its state."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, key: str) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.key = key
+        """What the pause waits on (an approval id)."""
 
 
 class Halt(Exception):
@@ -56,8 +57,11 @@ class Paused:
 
     state: bytes
     call: HostCall
-    reason: str
+    key: str
+    """What it waits on (`Pause.key`)."""
     stdout: str
+    batch: Batch | None = None
+    """The awaited batch it paused in, with what of it is already answered."""
 
 
 @dataclass
@@ -102,9 +106,7 @@ class MontyTier:
         if pool is not None:
             pool.__exit__(None, None, None)
 
-    async def run(
-        self, code: str, *, call: HostCallback, limits: CodeLimits
-    ) -> ProgramOutcome | Paused:
+    async def run(self, code: str, *, call: Host, limits: CodeLimits) -> ProgramOutcome | Paused:
         """Run `code`, answering each call to an undefined function with `call`."""
         output = _Output()
         with self._workers().checkout(script_name="program.py", limits=_limits(limits)) as session:
@@ -119,9 +121,10 @@ class MontyTier:
         state: bytes,
         answer: Callable[[], Awaitable[Any]],
         *,
-        call: HostCallback,
+        call: Host,
         limits: CodeLimits,
         stdout: str,
+        batch: Batch | None = None,
     ) -> ProgramOutcome | Paused:
         """Continue a paused program: `answer` gives (or raises, as `InnerCallError`) the
         result of the call it paused at; later calls go to `call` as before."""
@@ -129,61 +132,115 @@ class MontyTier:
         output.write("stdout", stdout)
         with self._workers().checkout(script_name="program.py") as session:
             snapshot = session.load_snapshot(state, print_callback=output.write)
-            return await _drive(snapshot, call, limits, output, first=answer)
+            return await _drive(snapshot, call, limits, output, first=answer, batch=batch)
+
+
+class Host(Protocol):
+    """What the driver asks of the host: answer a call, and say how calls may overlap."""
+
+    async def __call__(self, call: HostCall) -> Any: ...
+
+    def awaitable(self, name: str) -> str | None:
+        """The function `name` awaits when it is an awaitable twin (``f_async``), else None."""
+        ...
+
+    def concurrent(self, call: HostCall) -> bool:
+        """Whether `call` may run alongside others of its batch (a read-only call)."""
+        ...
+
+
+@dataclass
+class Batch:
+    """Calls the program awaits together (``asyncio.gather``), answered at once: read-only
+    ones concurrently, the others one at a time in the order the program made them."""
+
+    calls: dict[int, HostCall]
+    settled: dict[int, Any] = field(default_factory=dict)
+    """Sandbox call id → its answer (a return value or an exception), once known."""
+    waiting: int | None = None
+    """The call the batch paused at."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "calls": {str(k): list(v) for k, v in self.calls.items()},
+            "settled": {str(k): v for k, v in self.settled.items()},
+            "waiting": self.waiting,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Batch:
+        return cls(
+            calls={int(k): HostCall(v[0], tuple(v[1]), v[2]) for k, v in data["calls"].items()},
+            settled={int(k): v for k, v in data["settled"].items()},
+            waiting=data["waiting"],
+        )
 
 
 async def _drive(
     snapshot: Any,
-    call: HostCallback,
+    host: Host,
     limits: CodeLimits,
     output: _Output,
     first: Callable[[], Awaitable[Any]] | None = None,
+    batch: Batch | None = None,
 ) -> ProgramOutcome | Paused:
     deadline = time.monotonic() + limits.wall_seconds
+    pending: dict[int, HostCall] = {}
     try:
         with anyio.fail_after(limits.wall_seconds):
             while not isinstance(snapshot, pm.MontyComplete):
+                if time.monotonic() > deadline:
+                    break
                 if isinstance(snapshot, pm.NameLookupSnapshot):
                     snapshot = snapshot.resume()  # an undefined name: NameError
+                    continue
+                if isinstance(snapshot, pm.FutureSnapshot):
+                    if batch is None:
+                        batch = Batch({i: pending.pop(i) for i in snapshot.pending_call_ids})
+                    try:
+                        await _settle(batch, host, first)
+                    except Pause as pause:
+                        assert batch.waiting is not None
+                        waiting = batch.calls[batch.waiting]
+                        return Paused(snapshot.dump(), waiting, pause.key, output.text(), batch)
+                    first = None
+                    snapshot = snapshot.resume(batch.settled)
+                    batch = None
                     continue
                 if not isinstance(snapshot, pm.FunctionSnapshot) or snapshot.is_os_function:
                     snapshot = _refuse_os(snapshot)
                     continue
-                host = HostCall(
-                    str(snapshot.function_name),
-                    tuple(_plain(snapshot.args)),
-                    _plain(snapshot.kwargs),
-                )
-                try:
-                    if first is not None:
-                        answer, first = first, None
-                        value = await answer()
-                    else:
-                        value = await call(host)
-                except Pause as pause:
-                    return Paused(snapshot.dump(), host, pause.reason, output.text())
-                except Halt as halt:
-                    return ProgramOutcome(
-                        value=None,
-                        stdout=output.text(),
-                        truncated=output.dropped,
-                        error=halt.message,
-                        error_type=halt.type_name,
-                    )
-                except InnerCallError as exc:
-                    snapshot = snapshot.resume(
-                        {"exc_type": _exc_type(exc.type_name), "message": exc.message}
-                    )
+                name = str(snapshot.function_name)
+                call = HostCall(name, tuple(_plain(snapshot.args)), _plain(snapshot.kwargs))
+                awaited = host.awaitable(name)
+                if awaited is not None:
+                    pending[snapshot.call_id] = call._replace(name=awaited)
+                    snapshot = snapshot.resume({"future": ...})
                     continue
-                if time.monotonic() > deadline:
-                    break
-                snapshot = snapshot.resume({"return_value": value})
+                try:
+                    answer = await (first() if first is not None else host(call))
+                    first = None
+                except Pause as pause:
+                    return Paused(snapshot.dump(), call, pause.key, output.text())
+                except InnerCallError as exc:
+                    first = None
+                    snapshot = snapshot.resume(_raised(exc))
+                    continue
+                snapshot = snapshot.resume({"return_value": answer})
             else:
                 return ProgramOutcome(
                     value=_plain(snapshot.output),
                     stdout=output.text(),
                     truncated=output.dropped,
                 )
+    except Halt as halt:
+        return ProgramOutcome(
+            value=None,
+            stdout=output.text(),
+            truncated=output.dropped,
+            error=halt.message,
+            error_type=halt.type_name,
+        )
     except pm.MontyError as exc:
         return _failed(exc, output, limits)
     except TimeoutError:
@@ -198,6 +255,47 @@ async def _drive(
         ),
         error_type="TimeoutError",
     )
+
+
+async def _settle(batch: Batch, host: Host, first: Callable[[], Awaitable[Any]] | None) -> None:
+    """Answer every call of `batch`: the one it paused at from `first`, then read-only calls
+    concurrently, then the rest in program order. A `Pause` leaves `batch.waiting` set and
+    what is settled kept, so a continued program answers each call once."""
+
+    async def one(call_id: int, answer: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            batch.settled[call_id] = {"return_value": await answer()}
+        except InnerCallError as exc:
+            batch.settled[call_id] = _raised(exc)
+        except Pause:
+            batch.waiting = call_id
+            raise
+
+    if first is not None and batch.waiting is not None:
+        await one(batch.waiting, first)
+    batch.waiting = None
+    order = [i for i in sorted(batch.calls) if i not in batch.settled]
+    reads = [i for i in order if host.concurrent(batch.calls[i])]
+    paused: list[Pause] = []
+
+    async def read(call_id: int) -> None:
+        try:
+            await one(call_id, functools.partial(host, batch.calls[call_id]))
+        except Pause as pause:  # a read that needs approval waits like a write
+            paused.append(pause)
+
+    async with anyio.create_task_group() as group:
+        for call_id in reads:
+            group.start_soon(read, call_id)
+    if paused:
+        raise paused[0]
+    for call_id in order:
+        if call_id not in batch.settled:
+            await one(call_id, functools.partial(host, batch.calls[call_id]))
+
+
+def _raised(exc: InnerCallError) -> Any:
+    return {"exc_type": _exc_type(exc.type_name), "message": exc.message}
 
 
 def _refuse_os(snapshot: Any) -> Any:
@@ -289,4 +387,4 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-__all__ = ["Halt", "MontyTier", "Pause", "Paused"]
+__all__ = ["Batch", "Halt", "Host", "MontyTier", "Pause", "Paused"]

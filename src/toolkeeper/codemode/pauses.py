@@ -60,6 +60,10 @@ class PausedProgram:
     call_prefix: str
     request_id: str
     """The run_code request that paused."""
+    waiting: int
+    """The sequence number of the inner call the program waits on."""
+    batch: dict[str, Any] | None = None
+    """The awaited batch it paused in (`monty.Batch.as_json`), if it paused in one."""
 
     def encode(self) -> bytes:
         body = {
@@ -70,6 +74,8 @@ class PausedProgram:
             "sequence": self.sequence,
             "call_prefix": self.call_prefix,
             "request_id": self.request_id,
+            "waiting": self.waiting,
+            "batch": self.batch,
         }
         return json.dumps(body, ensure_ascii=True).encode()
 
@@ -85,6 +91,8 @@ class PausedProgram:
             sequence=body["sequence"],
             call_prefix=body["call_prefix"],
             request_id=body["request_id"],
+            waiting=body["waiting"],
+            batch=body["batch"],
         )
 
 
@@ -105,12 +113,12 @@ ACCOUNT_CALLS = 10
 """Earlier calls an approver reads in full; the rest are counted."""
 
 
-def account(call_account: str, calls: list[InnerCall]) -> str:
+def account(call_account: str, calls: list[InnerCall], waiting: InnerCall) -> str:
     """What the approver reads: the waiting call's own account, then what the program did
     before it (every write and failure named, reads counted)."""
-    earlier = calls[:-1]
+    earlier = [call for call in calls if call is not waiting]
     lines = [
-        f"Code Mode program, call #{calls[-1].sequence}: {call_account}",
+        f"Code Mode program, call #{waiting.sequence}: {call_account}",
         f"Before it the program made {len(earlier)} call(s).",
     ]
     notable = [c for c in earlier if c.effect_state != "none" or c.status != "succeeded"]

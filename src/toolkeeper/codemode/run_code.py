@@ -26,10 +26,10 @@ from typing import Any, NoReturn
 import anyio.to_thread
 
 from toolkeeper.codemode import pauses
-from toolkeeper.codemode.monty import Halt, MontyTier, Pause, Paused
+from toolkeeper.codemode.monty import Batch, Halt, MontyTier, Pause, Paused
 from toolkeeper.codemode.pauses import InnerCall
 from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
-from toolkeeper.codemode.sdk import Sdk, compile_sdk, render
+from toolkeeper.codemode.sdk import ASYNC_SUFFIX, Sdk, compile_sdk, render
 from toolkeeper.contract.model import (
     Idempotency,
     ModelView,
@@ -157,7 +157,8 @@ class Program:
     calls: list[InnerCall] = field(default_factory=list)
     sequence: int = 0
 
-    async def __call__(self, host: HostCall) -> Any:
+    async def __call__(self, call: HostCall) -> Any:
+        host = call
         function = self.sdk.functions.get(host.name)
         if function is None:
             close = difflib.get_close_matches(host.name, list(self.sdk.functions), n=3)
@@ -174,23 +175,24 @@ class Program:
         except TypeError as exc:
             raise InnerCallError("TypeError", str(exc)) from None
         self.sequence += 1
+        sequence = self.sequence
         context = self.context
         envelope = await self.invoke(
-            Proposal(f"{self.call_prefix}.{self.sequence}", function.ref, arguments),
+            Proposal(f"{self.call_prefix}.{sequence}", function.ref, arguments),
             principal=context.principal,
             session=context.session,
             parent_request_id=context.request_id,
             environment={**context.environment, "origin": ORIGIN},
         )
-        return self.settle(host.name, function.ref, envelope)
+        return self.settle(sequence, host.name, function.ref, envelope)
 
-    def settle(self, name: str, tool: str, envelope: ResultEnvelope) -> Any:
+    def settle(self, sequence: int, name: str, tool: str, envelope: ResultEnvelope) -> Any:
         """Note the inner call's outcome; its value, or the exception the program sees."""
         meta = envelope.execution_meta
         error = envelope.error
         self.calls.append(
             InnerCall(
-                sequence=self.sequence,
+                sequence=sequence,
                 function=name,
                 tool=tool,
                 request_id=meta.request_id if meta else None,
@@ -203,7 +205,8 @@ class Program:
         if envelope.status is Status.SUCCEEDED:
             return self.value_of(envelope)
         if envelope.status is Status.PENDING_APPROVAL:
-            raise Pause(envelope.summary)
+            assert meta is not None and meta.approval_id is not None
+            raise Pause(envelope.summary, key=meta.approval_id)
         assert error is not None
         message = f"{tool}: {error.message}"
         for problem in error.field_errors:
@@ -213,6 +216,16 @@ class Program:
             message += f"\n  fix: {error.suggested_fix}"
         kind = _ERROR_TYPES.get(error.category, "RuntimeError")
         raise InnerCallError(kind, message, error.model_dump(mode="json"))
+
+    def awaitable(self, name: str) -> str | None:
+        base = name.removesuffix(ASYNC_SUFFIX)
+        if base != name and name not in self.sdk.functions and base in self.sdk.functions:
+            return base
+        return None
+
+    def concurrent(self, call: HostCall) -> bool:
+        function = self.sdk.functions.get(call.name)
+        return function is not None and function.read_only
 
     def value_of(self, envelope: ResultEnvelope) -> Any:
         content = envelope.structured_content
@@ -328,7 +341,7 @@ class CodeMode:
                 {"stdout": stdout, "truncated": truncated}, description="printed output"
             ).uri
             stdout = inline[: self.limits.output_bytes].decode("utf-8", "ignore")
-        calls = [call.as_json() for call in program.calls]
+        calls = [call.as_json() for call in sorted(program.calls, key=lambda c: c.sequence)]
         calls_artifact = None
         if len(calls) > INLINE_CALLS:
             calls_artifact = self._artifacts.put(calls, description="inner calls").uri
@@ -350,8 +363,8 @@ class CodeMode:
     async def _pause(self, program: Program, paused: Paused, context: ToolContext) -> NoReturn:
         """Store the program's state with the approval its last call waits on, then end the
         run_code call pending on that approval."""
-        waiting = program.calls[-1]
-        assert waiting.approval_id is not None
+        [waiting] = [call for call in program.calls if call.approval_id == paused.key]
+        approval_id = paused.key
         bundle = pauses.PausedProgram(
             state=paused.state,
             stdout=paused.stdout,
@@ -359,6 +372,8 @@ class CodeMode:
             sequence=program.sequence,
             call_prefix=program.call_prefix,
             request_id=context.request_id,
+            batch=paused.batch.as_json() if paused.batch else None,
+            waiting=waiting.sequence,
         )
         account = await self._store(bundle, waiting, program)
         output = self._output(program, paused.stdout, False)
@@ -367,7 +382,7 @@ class CodeMode:
         output["paused_at"] = waiting.as_json()
         raise ToolSuspended(
             account,
-            approval_id=waiting.approval_id,
+            approval_id=approval_id,
             answer=ToolAnswer(value=output, blocks=(), structured=True),
             effect_committed=program.effect_committed(),
         )
@@ -378,7 +393,7 @@ class CodeMode:
         ledger = self._ledger()
         assert waiting.approval_id is not None
         approval = await anyio.to_thread.run_sync(ledger.get_approval, waiting.approval_id)
-        account = pauses.account(approval.account if approval else "", program.calls)
+        account = pauses.account(approval.account if approval else "", program.calls, waiting)
         await anyio.to_thread.run_sync(
             functools.partial(
                 ledger.store_snapshot, waiting.approval_id, bundle.encode(), account=account
@@ -412,15 +427,22 @@ class CodeMode:
             )
         bundle = pauses.PausedProgram.decode(data)
         program = self._program(context, bundle.call_prefix, bundle.sequence)
-        program.calls = [pauses.inner_call(call) for call in bundle.calls[:-1]]
-        waiting = bundle.calls[-1]
+        program.calls = [
+            pauses.inner_call(call) for call in bundle.calls if call["seq"] != bundle.waiting
+        ]
+        [waiting] = [call for call in bundle.calls if call["seq"] == bundle.waiting]
 
         async def answer() -> Any:
             envelope = await self._resume_call(approval, principal)
-            return program.settle(waiting["function"], waiting["tool"], envelope)
+            return program.settle(waiting["seq"], waiting["function"], waiting["tool"], envelope)
 
         outcome = await self.monty.resume(
-            bundle.state, answer, call=program, limits=self.limits, stdout=bundle.stdout
+            bundle.state,
+            answer,
+            call=program,
+            limits=self.limits,
+            stdout=bundle.stdout,
+            batch=Batch.from_json(bundle.batch) if bundle.batch else None,
         )
         return await self._answer(program, outcome, context)
 

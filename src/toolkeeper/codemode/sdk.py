@@ -30,11 +30,16 @@ wait for a human approval, and is recorded. Failures raise: ValueError (invalid 
 the message lists each field, what it expected and a fix), PermissionError (denied by policy
 or an approver), LookupError (not found), TimeoutError, NameError (no such function; the
 message suggests close names), RuntimeError (anything else). A None argument means "omitted".
-print() what the user should see; the last expression is the program's value."""
+print() what the user should see; the last expression is the program's value. In async code
+`await f_async(...)` calls f: asyncio.gather runs read-only calls concurrently, writes one at
+a time in the order started."""
 from typing import Any, Literal, NotRequired, TypedDict
 '''
 """The header of every SDK text: how calls behave and fail, once rather than per tool."""
 
+ASYNC_SUFFIX = "_async"
+"""`f_async(...)` is the awaitable twin of SDK function `f` (Monty's external calls cannot
+tell a call that will be awaited from one that will not)."""
 _RESERVED = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
 _EFFECT_WORDS = {
     SideEffect.NONE: "read-only",
