@@ -321,3 +321,49 @@ def test_gathered_reads_run_concurrently_and_a_write_in_the_batch_pauses_durably
     assert sent == [{"to": "a@b", "body": "after the reads"}]
     assert [c["seq"] for c in resumed.structured_content["calls"]] == [1, 2, 3, 4, 5]
     harness.close()
+
+
+def test_a_vendor_view_offers_one_run_code_tool_carrying_the_sdk(harness: Harness) -> None:
+    from toolkeeper import adapters
+
+    contract = harness.code_mode().view_contract(ALICE)
+    [definition] = adapters.render([contract], vendor="openai_chat")
+    function = definition["function"]
+    assert function["name"] == "toolkeeper_run_code"
+    assert "def get_rows(sheet_id: str, limit: int = 10)" in function["description"]
+    assert "get_secret_rows" not in function["description"]
+    assert list(function["parameters"]["properties"]) == ["code"]
+    # A large catalog gets an index of signatures instead, and sdk_help for the rest.
+    small = harness.code_mode().view_contract(ALICE, inline_bytes=100)
+    [indexed] = adapters.render([small], vendor="anthropic")
+    assert "get_rows(sheet_id, limit=...)  # Rows of a spreadsheet" in indexed["description"]
+    assert "send_email(to, body) [writes]" in indexed["description"]
+
+    response = {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {
+                                "name": "toolkeeper_run_code",
+                                "arguments": '{"code": "print(sdk_help(\\"get_rows\\"))\\n'
+                                'len(get_rows(\\"s\\", 3))"}',
+                            },
+                        }
+                    ],
+                }
+            }
+        ]
+    }
+
+    async def turn() -> list[dict[str, Any]]:
+        return await harness.run_tool_calls(response, vendor="openai_chat", principal=ALICE)
+
+    [message] = anyio.run(turn)
+    assert message["tool_call_id"] == "call_1"
+    assert '\\"value\\": 3' in message["content"] or '"value": 3' in message["content"]
+    assert "def get_rows(" in message["content"]  # what sdk_help printed

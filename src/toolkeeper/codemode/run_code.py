@@ -29,7 +29,7 @@ from toolkeeper.codemode import pauses
 from toolkeeper.codemode.monty import Batch, Halt, MontyTier, Pause, Paused
 from toolkeeper.codemode.pauses import InnerCall
 from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
-from toolkeeper.codemode.sdk import ASYNC_SUFFIX, Sdk, compile_sdk, render
+from toolkeeper.codemode.sdk import ASYNC_SUFFIX, Sdk, compile_sdk, index, python_names, render
 from toolkeeper.contract.model import (
     Idempotency,
     ModelView,
@@ -50,6 +50,12 @@ RUN_CODE_VERSION = "1.0.0"
 RUN_CODE_REF = f"{RUN_CODE_ID}@{RUN_CODE_VERSION}"
 ORIGIN = "code"
 """``environment["origin"]`` of every inner call: what a policy reads to tell them apart."""
+HELP = "sdk_help"
+"""The one function every program has besides the SDK: ``sdk_help()`` returns the SDK text,
+``sdk_help("f", ...)`` that of the named functions."""
+SDK_INLINE_BYTES = 24 * 1024
+"""SDK text up to this size rides in the run_code description of a vendor view; a larger
+catalog gets an index of signatures there, and `sdk_help` for the rest."""
 INLINE_CALLS = 50
 """Inner calls listed in run_code's answer; a longer list is stored as an artifact."""
 
@@ -154,16 +160,18 @@ class Program:
     call_prefix: str
     """Inner call ids are ``<call_prefix>.<sequence>``: the first run_code call's id."""
     read_artifact: Callable[[str], Any]
+    contracts: list[ToolContract] = field(default_factory=list)
     calls: list[InnerCall] = field(default_factory=list)
     sequence: int = 0
 
     async def __call__(self, call: HostCall) -> Any:
-        host = call
-        function = self.sdk.functions.get(host.name)
+        if call.name == HELP and HELP not in self.sdk.functions:
+            return self.help(*call.args)
+        function = self.sdk.functions.get(call.name)
         if function is None:
-            close = difflib.get_close_matches(host.name, list(self.sdk.functions), n=3)
+            close = difflib.get_close_matches(call.name, list(self.sdk.functions), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise InnerCallError("NameError", f"name {host.name!r} is not defined{hint}")
+            raise InnerCallError("NameError", f"name {call.name!r} is not defined{hint}")
         if self.sequence >= self.limits.max_inner_calls:
             raise Halt(
                 f"the program made more than {self.limits.max_inner_calls} tool calls "
@@ -171,7 +179,7 @@ class Program:
                 "Harness(code_limits=CodeLimits(max_inner_calls=...))",
             )
         try:
-            arguments = self.sdk.bind(host.name, host.args, host.kwargs)
+            arguments = self.sdk.bind(call.name, call.args, call.kwargs)
         except TypeError as exc:
             raise InnerCallError("TypeError", str(exc)) from None
         self.sequence += 1
@@ -184,7 +192,7 @@ class Program:
             parent_request_id=context.request_id,
             environment={**context.environment, "origin": ORIGIN},
         )
-        return self.settle(sequence, host.name, function.ref, envelope)
+        return self.settle(sequence, call.name, function.ref, envelope)
 
     def settle(self, sequence: int, name: str, tool: str, envelope: ResultEnvelope) -> Any:
         """Note the inner call's outcome; its value, or the exception the program sees."""
@@ -216,6 +224,16 @@ class Program:
             message += f"\n  fix: {error.suggested_fix}"
         kind = _ERROR_TYPES.get(error.category, "RuntimeError")
         raise InnerCallError(kind, message, error.model_dump(mode="json"))
+
+    def help(self, *names: Any) -> str:
+        """`sdk_help()`: the SDK text, of every function or the named ones — no tool runs,
+        and it shows only what the principal may call anyway."""
+        wanted = {self.sdk.functions[n].ref for n in names if n in self.sdk.functions}
+        unknown = [n for n in names if n not in self.sdk.functions]
+        if unknown:
+            raise InnerCallError("NameError", f"no SDK function {unknown[0]!r}")
+        chosen = [c for c in self.contracts if not names or c.ref in wanted]
+        return render(chosen, names=python_names(self.contracts))
 
     def awaitable(self, name: str) -> str | None:
         base = name.removesuffix(ASYNC_SUFFIX)
@@ -292,6 +310,24 @@ class CodeMode:
     def sdk_text(self, principal: Principal, tools: list[str] | None = None) -> str:
         return render(self.sdk_contracts(principal, tools))
 
+    def view_contract(
+        self, principal: Principal, *, inline_bytes: int = SDK_INLINE_BYTES
+    ) -> ToolContract:
+        """run_code as one vendor-view tool for `principal`: its description carries the SDK
+        (or, for a large catalog, an index of signatures; `sdk_help` gives the rest).
+        Render it with `adapters.render([contract], vendor=...)`; calls resolve to the
+        registered run_code as usual."""
+        contracts = self.sdk_contracts(principal, None)
+        text = render(contracts)
+        if len(text.encode()) > inline_bytes:
+            text = index(contracts)
+        description = f"{self.contract.description}\n\n{text}"
+        views = {
+            family: view.model_copy(update={"description": description})
+            for family, view in self.contract.model_views.items()
+        }
+        return self.contract.model_copy(update={"model_views": views})
+
     async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         """The run_code executor: run a program, or continue a paused one."""
         if "resume" in arguments:
@@ -304,6 +340,7 @@ class CodeMode:
         contracts = self.sdk_contracts(context.principal, None)
         return Program(
             sdk=compile_sdk(contracts),
+            contracts=contracts,
             invoke=self._invoke,
             context=context,
             limits=self.limits,

@@ -30,7 +30,8 @@ wait for a human approval, and is recorded. Failures raise: ValueError (invalid 
 the message lists each field, what it expected and a fix), PermissionError (denied by policy
 or an approver), LookupError (not found), TimeoutError, NameError (no such function; the
 message suggests close names), RuntimeError (anything else). A None argument means "omitted".
-print() what the user should see; the last expression is the program's value. In async code
+print() what the user should see; the last expression is the program's value. sdk_help("f")
+returns this text for f. In async code
 `await f_async(...)` calls f: asyncio.gather runs read-only calls concurrently, writes one at
 a time in the order started."""
 from typing import Any, Literal, NotRequired, TypedDict
@@ -131,13 +132,32 @@ def compile_sdk(contracts: Sequence[ToolContract]) -> Sdk:
     return Sdk(functions)
 
 
-def render(contracts: Sequence[ToolContract]) -> str:
-    """The SDK text for `contracts`, in name order."""
-    names = python_names(contracts)
+def render(contracts: Sequence[ToolContract], *, names: dict[str, str] | None = None) -> str:
+    """The SDK text for `contracts`, in name order; `names` (ref → name) when they are part
+    of a larger SDK whose names they keep."""
+    names = names or python_names(contracts)
     parts = [PREAMBLE]
     for contract in sorted(contracts, key=lambda c: names[c.ref]):
         parts.append(_Renderer(names[contract.ref], contract).function())
     return "\n".join(parts)
+
+
+def index(contracts: Sequence[ToolContract]) -> str:
+    """A compact SDK for a large catalog: one signature line per function with the first
+    sentence of its description; ``sdk_help("name")`` in a program gives the full text."""
+    names = python_names(contracts)
+    lines = [
+        "# The SDK, one line per function (types simplified). In a program, "
+        'print(sdk_help("name", ...)) shows the full signatures, TypedDicts and docs.'
+    ]
+    for contract in sorted(contracts, key=lambda c: names[c.ref]):
+        properties = contract.input_schema.get("properties") or {}
+        required = set(contract.input_schema.get("required", ()))
+        params = [_arg(k) if k in required else f"{_arg(k)}=..." for k in properties]
+        first = _clean(contract.description).split(". ")[0].rstrip(".")
+        effect = "" if contract.is_read_only else " [writes]"
+        lines.append(f"{names[contract.ref]}({', '.join(params)}){effect}  # {first}")
+    return "\n".join(lines)
 
 
 class _Renderer:
@@ -295,4 +315,13 @@ def _clean(text: str) -> str:
     return " ".join(text.replace('"""', "'''").replace("\\", "\\\\").split())
 
 
-__all__ = ["PREAMBLE", "Sdk", "SdkFunction", "compile_sdk", "python_names", "render"]
+__all__ = [
+    "ASYNC_SUFFIX",
+    "PREAMBLE",
+    "Sdk",
+    "SdkFunction",
+    "compile_sdk",
+    "index",
+    "python_names",
+    "render",
+]

@@ -49,6 +49,8 @@ def build_harness(config: GatewayConfig, *, recover: bool = True) -> Harness:
     )
     try:
         load_tools(harness, config)
+        if config.code_mode:
+            harness.code_mode()  # registers run_code beside the configured tools
     except BaseException:
         harness.close()
         raise
