@@ -167,10 +167,12 @@ def run(home: Path, trace: Trace = print) -> dict[str, Any]:
 
     done = anyio.run(resume)
     trace(
-        f"3. resumed in a fresh harness: {done.status.value}, value {done.structured_content['value']}"
+        f"3. resumed in a fresh harness: {done.status.value}, "
+        f"value {done.structured_content['value']}"
     )
     trace(
-        f"   the CRM saw {crm_after['writes']} write(s), tagging {len(crm_after['tagged'])} contacts"
+        f"   the CRM saw {crm_after['writes']} write(s), "
+        f"tagging {len(crm_after['tagged'])} contacts"
     )
     trace(f"   ledger: toolkeeper ledger show {paused.execution_meta.request_id} --home {home}")
     again.close()
