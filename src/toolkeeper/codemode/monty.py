@@ -299,11 +299,11 @@ def _raised(exc: InnerCallError) -> Any:
 
 
 def _refuse_os(snapshot: Any) -> Any:
-    """Files, the clock's host access, environment and network do not exist in here."""
+    """Files, environment, sleeping, imports beyond Monty's own modules: no OS call is ever
+    served, and Monty's own refusal answers it (PermissionError for a path,
+    ModuleNotFoundError for an import, RuntimeError for the rest)."""
     if isinstance(snapshot, pm.FunctionSnapshot):
-        return snapshot.resume(
-            {"exc_type": "PermissionError", "message": "no OS access in Code Mode"}
-        )
+        return snapshot.resume_not_handled()
     if isinstance(snapshot, pm.FutureSnapshot):
         return snapshot.resume(
             {
@@ -336,7 +336,14 @@ def _exc_type(name: str) -> Any:
 
 def _failed(exc: pm.MontyError, output: _Output, limits: CodeLimits) -> ProgramOutcome:
     """A program that raised, with the limit it hit named when it hit one."""
-    if isinstance(exc, pm.MontyCrashedError):
+    if isinstance(exc, pm.MontyCrashedError) and exc.timed_out:
+        # The pool's watchdog: the program computed past its CPU limit without yielding.
+        kind = "TimeoutError"
+        message = (
+            f"the program computed past its CPU limit (CodeLimits.cpu_seconds = "
+            f"{limits.cpu_seconds}); " + _LIMIT_HINT.format(field="cpu_seconds")
+        )
+    elif isinstance(exc, pm.MontyCrashedError):
         kind, message = "RuntimeError", f"the sandbox worker stopped: {exc}"
     elif isinstance(exc, pm.MontySyntaxError):
         kind, message = "SyntaxError", exc.display("msg")
