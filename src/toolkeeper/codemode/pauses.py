@@ -64,6 +64,8 @@ class PausedProgram:
     """The sequence number of the inner call the program waits on."""
     batch: dict[str, Any] | None = None
     """The awaited batch it paused in (`monty.Batch.as_json`), if it paused in one."""
+    tier: str = "monty"
+    """Which tier `state` belongs to: a Monty dump, or the CPython tier's replay record."""
 
     def encode(self) -> bytes:
         body = {
@@ -76,6 +78,7 @@ class PausedProgram:
             "request_id": self.request_id,
             "waiting": self.waiting,
             "batch": self.batch,
+            "tier": self.tier,
         }
         return json.dumps(body, ensure_ascii=True).encode()
 
@@ -93,6 +96,7 @@ class PausedProgram:
             request_id=body["request_id"],
             waiting=body["waiting"],
             batch=body["batch"],
+            tier=body["tier"],
         )
 
 

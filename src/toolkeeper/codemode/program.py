@@ -52,6 +52,11 @@ class ProgramOutcome:
     error_type: str | None = None
 
 
+class Abort(Exception):
+    """Raised by a host callback to stop the program now; the tier kills its sandbox and
+    raises it on."""
+
+
 class InnerCallError(Exception):
     """Raised by a host callback to make the program see an exception named `type_name`
     (a denied call, invalid arguments, an unknown function), with `details` for the tier
@@ -64,4 +69,11 @@ class InnerCallError(Exception):
         self.details = details or {}
 
 
-__all__ = ["DEFAULT_CODE_LIMITS", "CodeLimits", "HostCall", "InnerCallError", "ProgramOutcome"]
+__all__ = [
+    "DEFAULT_CODE_LIMITS",
+    "Abort",
+    "CodeLimits",
+    "HostCall",
+    "InnerCallError",
+    "ProgramOutcome",
+]

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib.util
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import anyio.to_thread
 
-from toolkeeper.codemode import pauses
+from toolkeeper.codemode import pauses, replay
 from toolkeeper.codemode.monty import Batch, Halt, MontyTier, Pause, Paused
 from toolkeeper.codemode.pauses import InnerCall
 from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
@@ -50,6 +51,10 @@ RUN_CODE_VERSION = "1.0.0"
 RUN_CODE_REF = f"{RUN_CODE_ID}@{RUN_CODE_VERSION}"
 ORIGIN = "code"
 """``environment["origin"]`` of every inner call: what a policy reads to tell them apart."""
+MONTY = "monty"
+"""The default tier: pydantic-monty workers, snapshots at every inner call."""
+CPYTHON = "cpython"
+"""Full CPython under bubblewrap (`cpython.py`): paused by abort and replay (`replay.py`)."""
 HELP = "sdk_help"
 """The one function every program has besides the SDK: ``sdk_help()`` returns the SDK text,
 ``sdk_help("f", ...)`` that of the named functions."""
@@ -85,6 +90,11 @@ def run_code_contract(limits: CodeLimits) -> ToolContract:
                 "type": "string",
                 "description": "Set by Harness.resume only: the approval a paused program "
                 "continues after.",
+            },
+            "tier": {
+                "enum": [MONTY, CPYTHON],
+                "description": "The sandbox: monty (default) or cpython (full Python under "
+                "bubblewrap). Policy sees it as context.arguments.tier.",
             },
         },
         "required": [],
@@ -161,6 +171,8 @@ class Program:
     """Inner call ids are ``<call_prefix>.<sequence>``: the first run_code call's id."""
     read_artifact: Callable[[str], Any]
     contracts: list[ToolContract] = field(default_factory=list)
+    tier: str = "monty"
+    """The sandbox tier the program runs in (`MONTY` or `CPYTHON`)."""
     calls: list[InnerCall] = field(default_factory=list)
     sequence: int = 0
 
@@ -234,6 +246,10 @@ class Program:
             raise InnerCallError("NameError", f"no SDK function {unknown[0]!r}")
         chosen = [c for c in self.contracts if not names or c.ref in wanted]
         return render(chosen, names=python_names(self.contracts))
+
+    def names(self) -> list[str]:
+        """What the program may call: the SDK's functions and `sdk_help`."""
+        return [*self.sdk.functions, HELP]
 
     def awaitable(self, name: str) -> str | None:
         base = name.removesuffix(ASYNC_SUFFIX)
@@ -333,8 +349,26 @@ class CodeMode:
         if "resume" in arguments:
             return await self._continue(arguments["resume"], context)
         program = self._program(context, context.call_id, 0)
-        outcome = await self.monty.run(arguments["code"], call=program, limits=self.limits)
+        tier = arguments.get("tier", MONTY)
+        outcome: ProgramOutcome | Paused
+        if tier == CPYTHON:
+            self._require_cpython()
+            outcome = await replay.run(
+                arguments["code"], host=program, functions=program.names(), limits=self.limits
+            )
+        else:
+            outcome = await self.monty.run(arguments["code"], call=program, limits=self.limits)
+        program.tier = tier
         return await self._answer(program, outcome, context)
+
+    def _require_cpython(self) -> None:
+        if importlib.util.find_spec("toolkeeper.codemode.cpython") is None:
+            raise ToolFailure(
+                "the cpython tier is not installed in this toolkeeper",
+                category=ErrorCategory.INVALID_ARGUMENT,
+                suggested_fix='Run the program in the default tier (omit "tier").',
+                effect_committed=False,
+            )
 
     def _program(self, context: ToolContext, prefix: str, sequence: int) -> Program:
         contracts = self.sdk_contracts(context.principal, None)
@@ -411,6 +445,7 @@ class CodeMode:
             request_id=context.request_id,
             batch=paused.batch.as_json() if paused.batch else None,
             waiting=waiting.sequence,
+            tier=program.tier,
         )
         account = await self._store(bundle, waiting, program)
         output = self._output(program, paused.stdout, False)
@@ -473,14 +508,28 @@ class CodeMode:
             envelope = await self._resume_call(approval, principal)
             return program.settle(waiting["seq"], waiting["function"], waiting["tool"], envelope)
 
-        outcome = await self.monty.resume(
-            bundle.state,
-            answer,
-            call=program,
-            limits=self.limits,
-            stdout=bundle.stdout,
-            batch=Batch.from_json(bundle.batch) if bundle.batch else None,
-        )
+        outcome: ProgramOutcome | Paused
+        program.tier = bundle.tier
+        if bundle.tier == CPYTHON:
+            self._require_cpython()
+            record = replay.Record.decode(bundle.state)
+            outcome = await replay.run(
+                record.code,
+                host=program,
+                functions=program.names(),
+                limits=self.limits,
+                record=record,
+                first=answer,
+            )
+        else:
+            outcome = await self.monty.resume(
+                bundle.state,
+                answer,
+                call=program,
+                limits=self.limits,
+                stdout=bundle.stdout,
+                batch=Batch.from_json(bundle.batch) if bundle.batch else None,
+            )
         return await self._answer(program, outcome, context)
 
     async def resume(self, approval: ApprovalRecord, principal: Principal) -> ResultEnvelope:

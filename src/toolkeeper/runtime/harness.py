@@ -471,15 +471,18 @@ class Harness:
         principal: Principal,
         session: str | None = None,
         environment: Mapping[str, Any] | None = None,
+        tier: str | None = None,
     ) -> ResultEnvelope:
         """Run a program through the `run_code` tool: the call and every call the program
         makes go through the pipeline. Answers ``pending_approval`` when an inner call waits
-        on a human; `resume` with that approval continues the program where it stopped."""
+        on a human; `resume` with that approval continues the program where it stopped.
+        `tier`: ``"monty"`` (default) or ``"cpython"``; policy sees it as an argument."""
         from toolkeeper.codemode.run_code import RUN_CODE_REF
 
         self.code_mode()
+        arguments = {"code": code} if tier is None else {"code": code, "tier": tier}
         return await self.invoke(
-            Proposal(new_id("code"), RUN_CODE_REF, {"code": code}),
+            Proposal(new_id("code"), RUN_CODE_REF, arguments),
             principal=principal,
             session=session,
             environment=environment,
