@@ -130,9 +130,13 @@ def method(objects: dict[str, Any], name: str) -> Any:
 
 
 def state(objects: dict[str, Any]) -> str:
-    return json.dumps(
-        {name: vars(instance) for name, instance in objects.items()}, default=repr, sort_keys=True
-    )
+    """The instances' attributes, nested objects by their own attributes (the same calls in
+    the same order build the same dicts in the same order)."""
+
+    def plain(value: Any) -> Any:
+        return vars(value) if hasattr(value, "__dict__") else repr(value)
+
+    return json.dumps({name: vars(o) for name, o in objects.items()}, default=plain)
 
 
 def code_mode_harness(home: Path, entry: dict[str, Any], objects: dict[str, Any]) -> Any:

@@ -10,6 +10,7 @@ import pytest
 
 from toolkeeper import Principal, ToolContract, tool
 from toolkeeper.codemode.sdk import compile_sdk, python_names, render
+from toolkeeper.errors import ConfigError
 from toolkeeper.runtime.harness import Harness
 
 ROWS = ToolContract(
@@ -129,6 +130,6 @@ def test_harness_sdk_text_shows_only_what_the_principal_may_see(tmp_path: Path) 
     assert "list_items" not in harness.sdk_text(
         Principal("root", capabilities=frozenset({"admin"})), tools=["purge_cache"]
     )
-    with pytest.raises(LookupError, match="purge_cache"):
+    with pytest.raises(ConfigError, match="purge_cache"):
         harness.sdk_text(Principal("bob"), tools=["purge_cache"])
     harness.close()

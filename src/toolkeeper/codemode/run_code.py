@@ -39,6 +39,7 @@ from toolkeeper.contract.model import (
     ToolContract,
 )
 from toolkeeper.contract.naming import FAMILIES
+from toolkeeper.errors import ConfigError
 from toolkeeper.executors import ToolAnswer, ToolFailure, ToolSuspended
 from toolkeeper.ledger import ApprovalRecord
 from toolkeeper.ledger.sql import TAKEN
@@ -317,14 +318,19 @@ class CodeMode:
         chosen = [c for c in visible if c.id in wanted or c.ref in wanted]
         missing = wanted - {c.id for c in chosen} - {c.ref for c in chosen}
         if missing:
-            raise LookupError(
-                f"no tool {sorted(missing)[0]!r} visible to {principal.id}; "
-                "list them with harness.visible_contracts(principal)"
+            first = sorted(missing)[0]
+            raise ConfigError(
+                f"no tool {first!r} visible to {principal.id}; list them with "
+                "harness.visible_contracts(principal)",
+                key="tools",
+                value=first,
             )
         return chosen
 
     def sdk_text(self, principal: Principal, tools: list[str] | None = None) -> str:
-        return render(self.sdk_contracts(principal, tools))
+        # Names as the whole SDK has them: a subset must not rename a colliding function.
+        everything = self.sdk_contracts(principal, None)
+        return render(self.sdk_contracts(principal, tools), names=python_names(everything))
 
     def view_contract(
         self, principal: Principal, *, inline_bytes: int = SDK_INLINE_BYTES
@@ -349,7 +355,7 @@ class CodeMode:
         if "resume" in arguments:
             return await self._continue(arguments["resume"], context)
         program = self._program(context, context.call_id, 0)
-        tier = arguments.get("tier", MONTY)
+        tier = program.tier = arguments.get("tier", MONTY)
         outcome: ProgramOutcome | Paused
         if tier == CPYTHON:
             self._require_cpython()
@@ -358,7 +364,6 @@ class CodeMode:
             )
         else:
             outcome = await self.monty.run(arguments["code"], call=program, limits=self.limits)
-        program.tier = tier
         return await self._answer(program, outcome, context)
 
     def _require_cpython(self) -> None:

@@ -378,6 +378,9 @@ class Harness:
         call up (in the transaction that writes its intent), and the others read its outcome
         from the ledger, waiting up to `resume_wait` seconds for it; a call still running
         then is answered as such (retryable).
+
+        An approval a Code Mode program waits on continues that program (`code_mode`): the
+        call is resumed as above, and the program goes on from it as a new run_code call.
         """
         services = await self._opened_async()
         approval = await stages.offload(services.approvals.get, approval_id)
