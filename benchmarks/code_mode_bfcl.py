@@ -12,7 +12,7 @@ attribute by attribute. Goal: 100% of turns.
 The executable classes ship in the `bfcl-eval` wheel; like tests/bfcl_data.py, the wheel is
 fetched alone (``pip download --no-deps``) once into a cache folder, never installed.
 
-    python benchmarks/code_mode_bfcl.py [--entries 200]
+    python benchmarks/code_mode_bfcl.py [--entries 200] [--control]
 """
 
 from __future__ import annotations
@@ -129,14 +129,13 @@ def method(objects: dict[str, Any], name: str) -> Any:
     raise LookupError(name)
 
 
-def state(objects: dict[str, Any]) -> str:
-    """The instances' attributes, nested objects by their own attributes (the same calls in
-    the same order build the same dicts in the same order)."""
-
-    def plain(value: Any) -> Any:
-        return vars(value) if hasattr(value, "__dict__") else repr(value)
-
-    return json.dumps({name: vars(o) for name, o in objects.items()}, default=plain)
+def state(objects: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What BFCL's state checker compares: each instance's public attributes (its classes
+    define `__eq__` for the objects they nest, timestamps aside)."""
+    return {
+        name: {k: v for k, v in vars(o).items() if not k.startswith("_")}
+        for name, o in objects.items()
+    }
 
 
 def code_mode_harness(home: Path, entry: dict[str, Any], objects: dict[str, Any]) -> Any:
@@ -182,6 +181,12 @@ async def run_turn(harness: Harness, text: str) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=200)
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="leave each turn's last call out of the program: the comparison must then fail "
+        "for every turn whose last call changes state (shows the check can fail)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(executable_classes()))
     data = bfcl_data_dir()
@@ -203,7 +208,8 @@ def main() -> None:
                     # A raise is an answer too (as the program's try/except takes it).
                     with contextlib.suppress(Exception):
                         method(direct, name)(*call_args, **call_kwargs)
-                envelope = anyio.run(run_turn, harness, program(parsed, names, refs))
+                sent = parsed[:-1] if args.control else parsed
+                envelope = anyio.run(run_turn, harness, program(sent, names, refs))
                 turns += 1
                 calls += len(parsed)
                 same = envelope.status is Status.SUCCEEDED and state(direct) == state(coded)
