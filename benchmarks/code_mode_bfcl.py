@@ -215,7 +215,12 @@ def main() -> None:
                 same = envelope.status is Status.SUCCEEDED and state(direct) == state(coded)
                 equal += same
                 if not same:
-                    mismatches.append((entry["id"], index, envelope.status.value))
+                    rejected = [
+                        f"{c['function']}: {c['error']}"
+                        for c in envelope.structured_content["calls"]
+                        if c["status"] == "rejected"
+                    ]
+                    mismatches.append((entry["id"], index, envelope.status.value, rejected))
             harness.close()
     print(
         f"BFCL multi_turn_base: {len(entries[: args.entries])} entries, {turns} turns, "
@@ -227,6 +232,10 @@ def main() -> None:
     )
     for mismatch in mismatches[:10]:
         print(f"  differs: {mismatch}")
+    print(
+        "(a turn whose program had a call rejected differs because the gold call breaks the "
+        "function's own declared schema: the pipeline validates it, raw Python does not)"
+    )
 
 
 if __name__ == "__main__":
