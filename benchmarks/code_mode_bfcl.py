@@ -232,10 +232,11 @@ def main() -> None:
     )
     for mismatch in mismatches[:10]:
         print(f"  differs: {mismatch}")
-    print(
-        "(a turn whose program had a call rejected differs because the gold call breaks the "
-        "function's own declared schema: the pipeline validates it, raw Python does not)"
-    )
+    if mismatches:
+        print(
+            "(a turn whose program had a call rejected differs because the gold call breaks "
+            "the function's own declared schema: the pipeline validates it, raw Python does not)"
+        )
 
 
 if __name__ == "__main__":
