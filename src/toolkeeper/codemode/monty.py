@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
-import pydantic_monty as pm
+
+try:
+    import pydantic_monty as pm
+except ModuleNotFoundError as exc:  # named, so the CLI can say which extra to install
+    raise ModuleNotFoundError(
+        "Code Mode's sandbox needs pydantic-monty: pip install 'toolkeeper[codemode]'",
+        name=exc.name,
+    ) from exc
 
 from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
 
