@@ -396,9 +396,18 @@ def _plain(value: Any) -> Any:
         return {k if isinstance(k, str) else str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _INT_BITS:
+        # Python refuses to print an int this long (and no JSON reader takes it): it crosses
+        # as a description, which no integer field accepts.
+        return f"<int of {value.bit_length()} bits>"
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return repr(value)
+
+
+_INT_BITS = 4000 * 3
+"""Bits of the largest int a value may carry out of the sandbox as a number (about 3,600
+decimal digits, below Python's 4,300-digit conversion limit)."""
 
 
 __all__ = ["Batch", "Halt", "Host", "MontyTier", "Pause", "Paused"]
