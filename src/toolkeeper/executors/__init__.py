@@ -2,7 +2,8 @@
 
 An executor is anything with ``async execute(arguments, context) -> output``. Tool code
 signals a failure it understands by raising `ToolFailure` (category, retryable, whether the
-effect committed); any other exception is a failure whose effect is unknown for a tool with
+effect committed), and work paused for a human decision by raising `ToolSuspended`; any other
+exception is a failure whose effect is unknown for a tool with
 side effects. Timeouts and cancellation are applied by the harness around `execute`, so every
 executor gets the same semantics.
 
@@ -73,4 +74,25 @@ class ToolFailure(Exception):
         """What the tool answered with its error, when it answered (an MCP ``isError``)."""
 
 
-__all__ = ["Executor", "ToolAnswer", "ToolFailure"]
+class ToolSuspended(Exception):
+    """Raised by an executor whose work now waits on a human decision about a call it made
+    (a Code Mode program paused at an inner call that needs approval): the call ends
+    `pending_approval` under that approval, with `answer` as its structured content."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        approval_id: str,
+        answer: ToolAnswer,
+        effect_committed: bool | None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.approval_id = approval_id
+        self.answer = answer
+        self.effect_committed = effect_committed
+        """Whether what the executor did before it paused changed anything."""
+
+
+__all__ = ["Executor", "ToolAnswer", "ToolFailure", "ToolSuspended"]

@@ -51,6 +51,8 @@ def build_harness(config: GatewayConfig, *, recover: bool = True) -> Harness:
         load_tools(harness, config)
         if config.shell is not None:
             load_shell(harness, config)
+        if config.code_mode:
+            harness.code_mode()  # registers run_code beside the configured tools
     except BaseException:
         harness.close()
         raise

@@ -103,6 +103,11 @@ class Ledger(Protocol):
         """Records newest first, filtered."""
         ...
 
+    def children(self, request_id: str, *, limit: int = 10_000) -> list[InvocationRecord]:
+        """The calls made under `request_id` (a Code Mode program's inner calls, the run_code
+        call that continued it), oldest first."""
+        ...
+
     def in_flight(self) -> list[InvocationRecord]:
         """Records left in state INTENT."""
         ...
@@ -146,6 +151,19 @@ class Ledger(Protocol):
     def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
 
     def list_approvals(self, *, status: str | None = None) -> list[ApprovalRecord]: ...
+
+    def store_snapshot(
+        self, approval_id: str, snapshot: bytes, *, account: str | None = None
+    ) -> bool:
+        """Keep `snapshot` (a suspended program's state) with the approval, and replace its
+        account when one is given; False when there is no such approval."""
+        ...
+
+    def take_snapshot(self, approval_id: str, *, taker: str) -> bytes | None:
+        """Return the approval's snapshot and leave ``b"taken:" + taker`` in its place,
+        atomically: of concurrent takers one gets it, the others None (so a suspended
+        program continues at most once, and later resumes can find who continued it)."""
+        ...
 
     def transition_approval(
         self,

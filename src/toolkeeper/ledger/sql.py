@@ -114,6 +114,10 @@ the GIL only briefly (sqlite3 and psycopg release it while they work), so it nev
 the event loop with JSON encoding."""
 
 
+TAKEN = b"taken:"
+"""The prefix of an approval snapshot that was taken (`take_snapshot`); the taker follows."""
+
+
 @dataclass(frozen=True, slots=True)
 class Settlement:
     """How a batch went: what is left to retry after a transient `error`, and the records
@@ -621,6 +625,16 @@ class SQLLedger:
         )
         return [record_from(r) for r in self._read(statement, params)]
 
+    def children(self, request_id: str, *, limit: int = 10_000) -> list[InvocationRecord]:
+        return [
+            record_from(r)
+            for r in self._read(
+                f"SELECT {_COLUMNS} FROM invocations WHERE parent_request_id = ? "
+                "ORDER BY created_at, request_id LIMIT ?",
+                (request_id, limit),
+            )
+        ]
+
     def query_statement(
         self,
         *,
@@ -797,6 +811,39 @@ class SQLLedger:
             f"SELECT body, snapshot FROM approvals {where}ORDER BY created_at, approval_id", params
         )
         return [approval_from(r["body"], r["snapshot"]) for r in rows]
+
+    def store_snapshot(
+        self, approval_id: str, snapshot: bytes, *, account: str | None = None
+    ) -> bool:
+        with self._transaction(durable=True) as cur:
+            row = cur.execute(
+                "UPDATE approvals SET snapshot = ? WHERE approval_id = ? RETURNING body, snapshot",
+                (snapshot, approval_id),
+            ).fetchone()
+            if row is not None and account is not None:
+                updated = replace(approval_from(row["body"], row["snapshot"]), account=account)
+                cur.execute(
+                    "UPDATE approvals SET body = ? WHERE approval_id = ?",
+                    (approval_row(updated)[3], approval_id),
+                )
+        return row is not None
+
+    def take_snapshot(self, approval_id: str, *, taker: str) -> bytes | None:
+        rows = self._read("SELECT snapshot FROM approvals WHERE approval_id = ?", (approval_id,))
+        if not rows or rows[0]["snapshot"] is None:
+            return None
+        snapshot = bytes(rows[0]["snapshot"])
+        if snapshot.startswith(TAKEN):
+            return None
+        # Compare and set: of concurrent takers, only the one whose UPDATE still finds the
+        # bytes it read gets them, in SQLite and PostgreSQL alike; the taker is left behind.
+        with self._transaction(durable=True) as cur:
+            taken = cur.execute(
+                "UPDATE approvals SET snapshot = ? WHERE approval_id = ? AND snapshot = ? "
+                "RETURNING approval_id",
+                (TAKEN + taker.encode(), approval_id, snapshot),
+            ).fetchone()
+        return snapshot if taken is not None else None
 
     def transition_approval(
         self,

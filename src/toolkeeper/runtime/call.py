@@ -102,13 +102,15 @@ class Outcome:
     """What one attempt of the executor produced."""
 
     kind: str
-    """returned, error, timed_out or cancelled."""
+    """returned, error, timed_out, cancelled or suspended (waits on an approval)."""
     output: Any = None
     error: ToolError | None = None
     effect_committed: bool | None = None
     latency_ms: float = 0.0
     answer: ToolAnswer | None = None
     """The content blocks the executor answered with besides `output`, if any."""
+    approval_id: str | None = None
+    """The approval a suspended executor waits on."""
 
 
 @dataclass(frozen=True, slots=True)

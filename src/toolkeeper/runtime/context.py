@@ -61,6 +61,9 @@ class ToolContext:
     peer: Peer | None = None
     """The client that made the call, governed (runtime/peer.py); None when no client can
     be reached mid-call (a library call, a resumed one)."""
+    environment: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """The environment policy judged the call in (a Code Mode program's inner calls carry
+    it on, so a tenant boundary holds inside the program too)."""
 
     def __repr__(self) -> str:
         # Secret values must never reach a log line through a repr.

@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -24,10 +24,12 @@ import anyio
 import anyio.to_thread
 
 from toolkeeper.artifacts.store import ArtifactStore
+from toolkeeper.codemode.program import DEFAULT_CODE_LIMITS, CodeLimits
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ApprovalError, ConfigError, ToolkeeperError
 from toolkeeper.executors import Executor
 from toolkeeper.ledger import (
+    ApprovalRecord,
     ApprovalStatus,
     InvocationRecord,
     Ledger,
@@ -43,7 +45,7 @@ from toolkeeper.runtime.envelope import (
     ResultEnvelope,
 )
 from toolkeeper.runtime.grants import GrantAuthority
-from toolkeeper.runtime.invocation import Principal, Proposal, new_request_id
+from toolkeeper.runtime.invocation import Principal, Proposal, new_id, new_request_id
 from toolkeeper.runtime.limits import DEFAULT_LIMITS, Limits
 from toolkeeper.runtime.peer import GovernedPeer
 from toolkeeper.runtime.reconciliation import FOREIGN_INTENT_AFTER, Reconciliation, recover
@@ -60,6 +62,7 @@ from toolkeeper.secrets.providers import SecretBroker, default_broker
 
 if TYPE_CHECKING:
     from toolkeeper.adapters.turn import ToolTurn
+    from toolkeeper.codemode.run_code import CodeMode
 
 HOOK_TIMEOUT = 30.0
 """Default seconds for a verifier, version reader or secret lookup of a contract without a
@@ -101,13 +104,14 @@ class Harness:
         argument_threshold: int = ARGUMENT_THRESHOLD,
         call_timeout: float = CALL_TIMEOUT,
         limits: Limits = DEFAULT_LIMITS,
+        code_limits: CodeLimits = DEFAULT_CODE_LIMITS,
     ) -> None:
         """`derived_key_ttl`: seconds a derived idempotency key (a keyed call without a
         caller's key) keeps a settled outcome, None for good; a caller's own key keeps it for
         good. `resume_wait`: seconds a resume waits for the outcome of the same call another
         resume is running before answering that it still runs. `limits` bounds every call's
         arguments and what its result carries inline (docs/limits.md); the defaults suit
-        calls a model writes."""
+        calls a model writes. `code_limits` bounds every Code Mode program (docs/code-mode.md)."""
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
         self._given_closed = False
@@ -137,6 +141,8 @@ class Harness:
             )
         self.call_timeout = call_timeout
         self.limits = limits
+        self.code_limits = code_limits
+        self._code: CodeMode | None = None
         self._recover = recover
         self._services: Services | None = None
         self._opening = threading.Lock()
@@ -245,6 +251,8 @@ class Harness:
         """Write what is deferred and close the ledger; the harness can be opened again."""
         with self._opening:
             services, self._services = self._services, None
+            if self._code is not None:
+                self._code.close()
             if services is not None:
                 services.ledger.close()
                 self._given_closed = self._given_ledger is not None
@@ -412,6 +420,9 @@ class Harness:
         call up (in the transaction that writes its intent), and the others read its outcome
         from the ledger, waiting up to `resume_wait` seconds for it; a call still running
         then is answered as such (retryable).
+
+        An approval a Code Mode program waits on continues that program (`code_mode`): the
+        call is resumed as above, and the program goes on from it as a new run_code call.
         """
         services = await self._opened_async()
         approval = await stages.offload(services.approvals.get, approval_id)
@@ -420,10 +431,19 @@ class Harness:
             raise ApprovalError(
                 f"approval {approval_id} belongs to another principal", approval_id=approval_id
             )
+        if approval.status is not ApprovalStatus.PENDING and is_code_origin(approval):
+            return await self.code_mode().resume(approval, principal)
+        return await self._resume_approval(services, approval, principal)
+
+    async def _resume_approval(
+        self, services: Services, approval: ApprovalRecord, principal: Principal
+    ) -> ResultEnvelope:
+        """Resume the one call `approval` is bound to (the principal already checked)."""
         record = await stages.offload(services.ledger.get, approval.request_id)
         if record is None:
             raise ApprovalError(
-                f"approval {approval_id} has no invocation in this ledger", approval_id=approval_id
+                f"approval {approval.approval_id} has no invocation in this ledger",
+                approval_id=approval.approval_id,
             )
         if approval.status is ApprovalStatus.PENDING or record.state is RecordState.COMPLETED:
             return ResultEnvelope.model_validate(record.envelope)
@@ -454,6 +474,65 @@ class Harness:
         _refuse_inside_loop("resume_sync", "await harness.resume(...)")
         return anyio.run(functools.partial(self.resume, approval_id, principal=principal))
 
+    # -- code mode ---------------------------------------------------------------------
+
+    def code_mode(self) -> CodeMode:
+        """Code Mode for this harness, its `run_code` tool registered at first use (it needs
+        the ``codemode`` extra: pydantic-monty)."""
+        with self._opening:
+            if self._code is None:
+                from toolkeeper.codemode.run_code import CodeMode
+
+                async def resume_call(
+                    approval: ApprovalRecord, principal: Principal
+                ) -> ResultEnvelope:
+                    return await self._resume_approval(
+                        await self._opened_async(), approval, principal
+                    )
+
+                self._code = CodeMode(
+                    limits=self.code_limits,
+                    contracts=self.visible_contracts,
+                    invoke=self.invoke,
+                    resume_call=resume_call,
+                    ledger=lambda: self.ledger,
+                    artifacts=self.artifacts,
+                )
+                code = self._code
+            else:
+                return self._code
+        self.register(code.contract, executor=code)
+        return code
+
+    def sdk_text(self, principal: Principal, tools: Sequence[str] | None = None) -> str:
+        """The tools `principal` may see (or the named ones) as a typed Python SDK: the text
+        a model reads before it writes a program for `run_code`."""
+        return self.code_mode().sdk_text(principal, list(tools) if tools is not None else None)
+
+    async def run_code(
+        self,
+        code: str,
+        *,
+        principal: Principal,
+        session: str | None = None,
+        environment: Mapping[str, Any] | None = None,
+        tier: str | None = None,
+    ) -> ResultEnvelope:
+        """Run a program through the `run_code` tool: the call and every call the program
+        makes go through the pipeline. Answers ``pending_approval`` when an inner call waits
+        on a human; `resume` with that approval continues the program where it stopped.
+        `tier`: ``"monty"`` (default) or ``"cpython"``; policy sees it as an argument."""
+        from toolkeeper.codemode.run_code import RUN_CODE_REF
+
+        self.code_mode()
+        arguments = {"code": code} if tier is None else {"code": code, "tier": tier}
+        return await self.invoke(
+            Proposal(new_id("code"), RUN_CODE_REF, arguments),
+            principal=principal,
+            session=session,
+            environment=environment,
+        )
+
     # -- recovery ----------------------------------------------------------------------
 
     def recover(self) -> list[InvocationRecord]:
@@ -478,6 +557,12 @@ class Harness:
         return anyio.run(
             functools.partial(self.reconcile, foreign_intent_after=foreign_intent_after)
         )
+
+
+def is_code_origin(approval: ApprovalRecord) -> bool:
+    """Whether `approval` waits on a call a Code Mode program made (its program resumes with
+    it)."""
+    return approval.parent_request_id is not None and approval.environment.get("origin") == "code"
 
 
 def _refuse_inside_loop(name: str, instead: str) -> None:

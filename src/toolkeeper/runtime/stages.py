@@ -48,7 +48,7 @@ from pydantic import ValidationError
 from toolkeeper.artifacts.store import aside_value, project_result
 from toolkeeper.contract.model import Classification, Idempotency, ToolContract
 from toolkeeper.errors import LedgerError
-from toolkeeper.executors import ToolAnswer, ToolFailure
+from toolkeeper.executors import ToolAnswer, ToolFailure, ToolSuspended
 from toolkeeper.executors.inprocess import call_in_thread
 from toolkeeper.ledger import ApprovalStatus, InvocationRecord, RecordState
 from toolkeeper.policy import Decision, PolicyDecision, PolicyRequest, decide_safely
@@ -132,6 +132,7 @@ def context_of(call: Call, attempt: int = 1) -> ToolContext:
         secrets=call.secrets.values if call.secrets is not None else {},
         grant=call.grant,
         peer=call.peer,
+        environment=call.environment,
     )
 
 
@@ -850,6 +851,8 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
         )
         if not may_retry(contract, outcome, number):
             call.outcome, call.attempts = outcome, number
+            if outcome.approval_id is not None:
+                call.request = replace(request, approval_id=outcome.approval_id)
             return call
         await anyio.sleep(contract.retry.delay(number))
 
@@ -880,6 +883,24 @@ async def attempt(
             effect_committed=unknown,
         )
         return Outcome("timed_out", error=error, effect_committed=unknown, latency_ms=elapsed())
+    except ToolSuspended as pause:
+        # The executor's work waits on a human decision about a call it made; what it did
+        # so far stands (its own inner calls are recorded), and the call ends pending.
+        error = ToolError(
+            category=ErrorCategory.APPROVAL_REQUIRED,
+            message=pause.message,
+            suggested_fix=f"Wait for approval {pause.approval_id}; do not call again meanwhile.",
+            effect_committed=pause.effect_committed if writes else False,
+        )
+        return Outcome(
+            "suspended",
+            output=pause.answer.value,
+            error=error,
+            effect_committed=error.effect_committed,
+            latency_ms=elapsed(),
+            answer=pause.answer,
+            approval_id=pause.approval_id,
+        )
     except ToolFailure as failure:
         try:
             error = ToolError(
@@ -1196,7 +1217,11 @@ def judge(entry: ToolEntry, call_id: str, outcome: Outcome, verified: bool | Non
     state = _effect_state(contract, outcome.effect_committed)
     if outcome.kind != "returned":
         assert outcome.error is not None
-        status = {"timed_out": Status.TIMED_OUT, "cancelled": Status.CANCELLED}.get(outcome.kind)
+        status = {
+            "timed_out": Status.TIMED_OUT,
+            "cancelled": Status.CANCELLED,
+            "suspended": Status.PENDING_APPROVAL,
+        }.get(outcome.kind)
         if status is None:
             unknown = state is EffectState.UNKNOWN
             status = Status.EFFECT_UNKNOWN if unknown else Status.FAILED

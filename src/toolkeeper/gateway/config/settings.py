@@ -345,6 +345,13 @@ class GatewayConfig(_Strict):
         ),
     )
     upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
+    code_mode: bool = Field(
+        default=False,
+        description=(
+            "Serve the run_code tool: a client sends a Python program whose every tool call "
+            "is governed like a direct one (docs/code-mode.md; needs the codemode extra)."
+        ),
+    )
     http: HttpConfig = Field(default_factory=HttpConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

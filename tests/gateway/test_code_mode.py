@@ -1,0 +1,50 @@
+"""`code_mode = true`: the gateway serves run_code, and a program's calls are governed calls
+of the caller — including an approval pause resumed through ``toolkeeper.resume``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gateway_support import stdio_client, write_gateway
+
+from toolkeeper.cli import main
+
+pytestmark = pytest.mark.anyio
+
+PROGRAM = """
+values = [lookup(name)["value"] for name in ["apples", "figs"]]
+print("read", values)
+set_item("apples", sum(values))
+print("set")
+sum(values)
+"""
+
+
+async def test_run_code_through_the_gateway_pauses_and_resumes(tmp_path: Path) -> None:
+    gateway = write_gateway(tmp_path)
+    gateway.config.write_text(
+        gateway.config.read_text().replace(
+            'stdio_principal = "alice"', 'stdio_principal = "alice"\ncode_mode = true'
+        )
+    )
+    async with stdio_client(gateway, "2026-07-28") as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        run_code = listed["toolkeeper.run_code"]
+        assert run_code.input_schema["required"] == ["code"]
+        assert "resume" not in run_code.input_schema["properties"]
+        pending = await client.call_tool("toolkeeper.run_code", {"code": PROGRAM})
+        content = pending.structured_content
+        assert pending.is_error and content is not None and pending.meta is not None
+        approval_id = pending.meta["toolkeeper.dev/approval_id"]
+        assert content["stdout"] == "read [6, 4]\n"
+        assert content["paused_at"]["tool"] == "set_item@1.0.0"
+        assert content["paused_at"]["approval_id"] == approval_id
+        argv = ["approvals", "approve", approval_id, "--home", str(gateway.home), "--by", "t"]
+        assert main(argv) == 0
+        done = await client.call_tool("toolkeeper.resume", {"approval_id": approval_id})
+        assert not done.is_error, done
+        assert done.structured_content is not None
+        assert done.structured_content["value"] == 10
+        assert done.structured_content["stdout"] == "read [6, 4]\nset\n"
+        assert [c["status"] for c in done.structured_content["calls"]] == ["succeeded"] * 3
