@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -56,6 +56,9 @@ from toolkeeper.runtime.registry import (
 )
 from toolkeeper.runtime.views import ToolViews, View, suggest
 from toolkeeper.secrets.providers import SecretBroker, default_broker
+
+if TYPE_CHECKING:
+    from toolkeeper.discovery import SearchFilters, SearchHit, ToolIndex
 
 HOOK_TIMEOUT = 30.0
 """Default seconds for a verifier, version reader or secret lookup of a contract without a
@@ -138,6 +141,7 @@ class Harness:
         self._opening = threading.Lock()
         self._verifiers: dict[str, Verifier] = {}
         self.views = ToolViews(self.registry)
+        self._discovery: ToolIndex | None = None
         """Per-principal views of the catalog, changed in place as tools change."""
 
     def __repr__(self) -> str:
@@ -285,6 +289,30 @@ class Harness:
         """The contract a proposal's name resolves to (as the resolve stage would)."""
         entry = self._visible(principal, proposal.family).get(proposal.tool)
         return entry.contract if entry else None
+
+    @property
+    def discovery(self) -> ToolIndex:
+        """The tool search index over this harness's registry (built on first use, then kept
+        current tool by tool); set its `ranker` to choose how searches rank."""
+        if self._discovery is None:
+            from toolkeeper.discovery import LedgerHealth, ToolIndex
+
+            ledger = LedgerHealth(lambda: self._services.ledger if self._services else None)
+            self._discovery = ToolIndex(self.registry, health=ledger)
+        return self._discovery
+
+    def search_tools(
+        self,
+        query: str,
+        *,
+        principal: Principal | None,
+        k: int = 5,
+        filters: SearchFilters | Mapping[str, Any] | None = None,
+    ) -> list[SearchHit]:
+        """The `k` tools `principal` may see that best fit `query`, best first, each with
+        its name, one-line summary, effect class and score. Hidden tools are neither
+        results nor part of any score (docs/discovery.md)."""
+        return self.discovery.search(query, self._visible(principal, None), k=k, filters=filters)
 
     # -- entry points ------------------------------------------------------------------
 
