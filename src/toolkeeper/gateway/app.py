@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from toolkeeper import __version__
+from toolkeeper.discovery.progressive import MetaTools
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.auth import PrincipalResolver, StaticTokenVerifier, require_bearer
 from toolkeeper.gateway.config.settings import (
@@ -39,7 +40,6 @@ from toolkeeper.gateway.config.settings import (
     OAuthConfig,
     is_loopback,
 )
-from toolkeeper.discovery.progressive import MetaTools
 from toolkeeper.gateway.limits import (
     DEFAULT_MESSAGE_BYTES,
     MessageLimit,

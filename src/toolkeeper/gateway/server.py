@@ -300,9 +300,9 @@ class GatewayServer:
         tools = []
         for contract in view.contracts():
             name = view.vendor_name(contract.ref)
-            if name is not None and self._serves(contract, served):
-                if shown is None or contract.id in shown:
-                    tools.append((name, contract))
+            wanted = shown is None or contract.id in shown
+            if name is not None and wanted and self._serves(contract, served):
+                tools.append((name, contract))
         listing = self._listings[key] = _Listing.of(tools)
         if len(self._listings) > MAX_CACHED_LISTINGS:
             self._listings.popitem(last=False)
