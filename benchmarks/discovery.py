@@ -30,6 +30,7 @@ import json
 import math
 import re
 import statistics
+import time
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.bfcl_data import bfcl_data_dir  # noqa: E402
 
-from toolkeeper import Harness  # noqa: E402
+from toolkeeper import Harness, Principal  # noqa: E402
 from toolkeeper.contract.model import ToolContract  # noqa: E402
 from toolkeeper.importers.formats import from_bfcl_function  # noqa: E402
 
@@ -198,16 +199,117 @@ def evaluate(catalog: Catalog, rankers: list[str], split: str, home: Path) -> di
     return {"tools": len(catalog.contracts), "queries": len(queries), "figures": figures}
 
 
+def big_catalog(size: int) -> list[ToolContract]:
+    """`size` tools: every BFCL function, the multi-turn APIs and the public MCP listings,
+    then the same again under new ids (``…_copy2``) until there are `size`."""
+    from toolkeeper.importers.catalog import load_catalog
+
+    unique: dict[str, ToolContract] = {}
+    for catalog in [
+        *catalogs(),
+        Catalog("mcp", load_catalog(ROOT / "tests/lint/catalogs").contracts, []),
+    ]:
+        for contract in catalog.contracts:
+            unique.setdefault(contract.id, contract)
+    base = list(unique.values())
+    tools = []
+    for n in range(size):
+        contract = base[n % len(base)]
+        copy = n // len(base)
+        tools.append(
+            contract
+            if copy == 0
+            else contract.model_copy(update={"id": f"{contract.id}_copy{copy + 1}"})
+        )
+    return tools
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def latency(size: int, rankers: list[str], home: Path) -> None:
+    """Index build and search latency at `size` tools, the rankers alternating."""
+    from toolkeeper.discovery import ToolIndex, text
+
+    tools = big_catalog(size)
+    harness = harness_of(tools, home)
+    view = harness.views.view(None)
+    queries = [q.text for c in catalogs() for q in c.queries if q.split == "report"][:1000]
+    print(f"\nlatency at {len(tools)} tools, {len(queries)} report queries, rankers alternating")
+    builds: dict[str, list[float]] = {r: [] for r in rankers}
+    for _ in range(3):
+        for ranker in rankers:
+            text._terms.cache_clear()  # every build analyses from scratch
+            start = time.perf_counter()
+            index = ToolIndex(harness.registry, ranker=ranker)  # type: ignore[arg-type]
+            index.search("warm up the visible set", view)  # builds the set's ranking structure
+            builds[ranker].append(time.perf_counter() - start)
+    indexes = {r: ToolIndex(harness.registry, ranker=r) for r in rankers}  # type: ignore[arg-type]
+    for ranker, index in indexes.items():
+        index.search("warm up", view)
+    times: dict[str, list[float]] = {r: [] for r in rankers}
+    for query in queries:
+        for ranker in rankers:
+            start = time.perf_counter()
+            indexes[ranker].search(query, view, k=5)
+            times[ranker].append((time.perf_counter() - start) * 1000)
+    base = rankers[0]
+    for ranker in rankers:
+        p50, p95 = percentile(times[ranker], 0.5), percentile(times[ranker], 0.95)
+        build = min(builds[ranker])
+        print(
+            f"{ranker:8} build {build:6.3f} s ({build / min(builds[base]):4.2f}x {base})  "
+            f"search p50 {p50:6.2f} ms  p95 {p95:6.2f} ms "
+            f"({p95 / percentile(times[base], 0.95):4.2f}x {base})"
+        )
+
+
+def context(size: int, home: Path) -> None:
+    """First-turn tokens: the whole catalog rendered vs discovery's summary and meta-tools."""
+    from toolkeeper.adapters import render
+    from toolkeeper.cli.views import wire_json
+    from toolkeeper.discovery import MetaTools, Progressive
+    from toolkeeper.lint.surface import count_tokens
+
+    tools = big_catalog(size)
+    harness = harness_of(tools, home)
+    meta = MetaTools(harness)
+    print(f"\nfirst-turn context, {len(tools)}-tool catalog (tokens, cl100k_base)")
+    for vendor in ("openai_chat", "anthropic", "gemini"):
+        full = count_tokens(wire_json(vendor, render(tools, vendor=vendor)))[0]
+        conversation = Progressive(meta, principal=Principal("bench"), vendor=vendor)
+        rendered = conversation.tools()
+        if vendor == "anthropic":  # deferred definitions stay out of the model's context
+            rendered = [t for t in rendered if not t.get("defer_loading")]
+        first = count_tokens(wire_json(vendor, rendered))[0]
+        summary = count_tokens(conversation.first_context())[0]
+        print(
+            f"{vendor:12} full {full:7}  discovery {first + summary:6} "
+            f"(meta-tools {first}, summary {summary})  ratio {(first + summary) / full:.3f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--split", default="report", choices=["report", "tuning", "all"])
     parser.add_argument("--rankers", default="bm25,lexical,hybrid")
     parser.add_argument("--only", default="", help="comma-separated categories")
+    parser.add_argument("--skip-retrieval", action="store_true")
+    parser.add_argument("--size", type=int, default=5_000, help="tools for the latency run")
     args = parser.parse_args()
     rankers = args.rankers.split(",")
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix="tk-discovery-"))
+    if not args.skip_retrieval:
+        retrieval(args, rankers, tmp)
+    latency(args.size, rankers, tmp / "latency")
+    context(500, tmp / "context")
+
+
+def retrieval(args: argparse.Namespace, rankers: list[str], tmp: Path) -> None:
     print(f"retrieval, {args.split} split")
     print(f"{'catalog':24} {'tools':>5} {'q':>4}  " + "  ".join(f"{r:>22}" for r in rankers))
     totals: dict[str, list[float]] = {r: [] for r in rankers}

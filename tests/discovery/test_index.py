@@ -150,16 +150,18 @@ def test_health_cost_and_latency_reorder_equal_matches(tmp_path: Path) -> None:
     h = Harness(home=tmp_path)
     for tool_id in ("lookup_a", "lookup_b"):
         h.register(contract(tool_id, "Look up a stock quote."), executor=_noop)
-    figures: dict[str, ToolHealth] = {}
-    index = ToolIndex(h.registry, health=lambda: figures)
+    figures: dict[str, dict[str, ToolHealth]] = {"now": {}}
+    index = ToolIndex(h.registry, health=lambda: figures["now"])
     view = h.views.view(EVERYONE)
     assert names(index.search("stock quote", view)) == ["lookup_a", "lookup_b"]  # a tie: by ref
-    figures["lookup_a"] = ToolHealth(calls=10, failure_rate=0.8, latency_ms=5)
+    figures["now"] = {"lookup_a": ToolHealth(calls=10, failure_rate=0.8, latency_ms=5)}
     ranked = index.search("stock quote", view)
     assert names(ranked) == ["lookup_b", "lookup_a"]
     assert ranked[1].score < ranked[0].score
-    figures["lookup_a"] = ToolHealth(calls=10, failure_rate=0.0, latency_ms=0)
-    figures["lookup_b"] = ToolHealth(calls=10, failure_rate=0.0, latency_ms=60_000)
+    figures["now"] = {
+        "lookup_a": ToolHealth(calls=10, failure_rate=0.0, latency_ms=0),
+        "lookup_b": ToolHealth(calls=10, failure_rate=0.0, latency_ms=60_000),
+    }
     assert names(index.search("stock quote", view)) == ["lookup_a", "lookup_b"]
 
 

@@ -26,11 +26,13 @@ failure rate and latency from the ledger, and declared cost.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import bm25s
@@ -59,7 +61,14 @@ RRF_K = 60
 EMBEDDING_WEIGHT = 0.5
 """The embedding ranker's weight in the fusion against 1.0 for the lexical ranker (chosen on
 the tuning split; the 64-dimension static model is weaker than BM25 alone)."""
+BM25_K1 = 1.5
+BM25_B = 0.75
+"""BM25's term-frequency saturation and length normalization for the ``lexical`` ranker
+(``bm25`` keeps bm25s's defaults, 1.5 and 0.75)."""
 _SUMMARY_CHARS = 160
+_MASKS_KEPT = 32
+_MAX_COST = 1e9
+_NO_HEALTH: Mapping[str, ToolHealth] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +160,19 @@ def tool_card(entry: ToolEntry) -> ToolCard:
         effect=contract.effective_side_effect.value,
         tags=tags,
         upstream=upstream,
-        cost=float(cost) if isinstance(cost, int | float) and cost >= 0 else 0.0,
+        cost=_cost(cost),
         summary=summary(contract.description),
     )
+
+
+def _cost(declared: Any) -> float:
+    """A declared cost as a number `prior` can weigh: finite and at least 0 (anything else
+    counts as undeclared; an infinite cost as the largest)."""
+    if isinstance(declared, bool) or not isinstance(declared, int | float):
+        return 0.0
+    if math.isnan(declared) or declared < 0:
+        return 0.0
+    return float(min(declared, _MAX_COST))
 
 
 def summary(description: str) -> str:
@@ -173,6 +192,27 @@ class _Corpus:
         self._bm25: dict[str, bm25s.BM25 | None] = {}
         self._vectors: np.ndarray | None = None
         self._lock = threading.Lock()
+        self._priors: tuple[Mapping[str, ToolHealth], np.ndarray] | None = None
+        self._masks: OrderedDict[SearchFilters, np.ndarray] = OrderedDict()
+
+    def priors(self, health: Mapping[str, ToolHealth]) -> np.ndarray:
+        """Each card's `prior`, computed again only when the health figures are new."""
+        held = self._priors
+        if held is None or held[0] is not health:
+            values = [prior(card, health.get(card.contract.id)) for card in self.cards]
+            held = self._priors = (health, np.asarray(values, dtype=np.float64))
+        return held[1]
+
+    def mask(self, filters: SearchFilters) -> np.ndarray:
+        """1.0 for each card `filters` keep, 0.0 for the others (the last few kept)."""
+        with self._lock:
+            found = self._masks.get(filters)
+            if found is None:
+                kept = [filters.keeps(card) for card in self.cards]
+                found = self._masks[filters] = np.asarray(kept, dtype=np.float64)
+                if len(self._masks) > _MASKS_KEPT:
+                    self._masks.popitem(last=False)
+            return found
 
     def scores(self, ranker: Literal["bm25", "lexical"], query: str) -> np.ndarray:
         """BM25 scores of every card for `query` (zeros when nothing matches)."""
@@ -202,7 +242,7 @@ class _Corpus:
             documents = [list(c.text.terms) for c in self.cards]
         if not any(documents):
             return None  # bm25s cannot index a corpus without a single term
-        index = bm25s.BM25()
+        index = bm25s.BM25() if ranker == "bm25" else bm25s.BM25(k1=BM25_K1, b=BM25_B)
         index.index(documents, show_progress=False)
         return index
 
@@ -223,6 +263,9 @@ class ToolIndex:
         ranker: Ranker = "lexical",
         health: Callable[[], Mapping[str, ToolHealth]] | None = None,
     ) -> None:
+        """`health()` gives tool id → `ToolHealth` (`LedgerHealth` reads the ledger); it
+        must return a new mapping when the figures change, as the priors computed from a
+        mapping are kept while the same mapping comes back."""
         if ranker not in RANKERS:
             raise ConfigError(
                 f"unknown ranker {ranker!r}; use one of {', '.join(RANKERS)}",
@@ -287,27 +330,29 @@ class ToolIndex:
         top = float(relevance.max(initial=0.0))
         if top <= 0:
             return []
-        health = self._health() if self._health is not None else {}
-        keep = np.flatnonzero(relevance > 0)
-        weighed = []
-        for i in keep:
+        health = self._health() if self._health is not None else _NO_HEALTH
+        weighed = relevance / top * corpus.priors(health)
+        if wanted != SearchFilters():
+            weighed = weighed * corpus.mask(wanted)
+        found = np.flatnonzero(weighed > 0)
+        if len(found) > k:
+            found = found[np.argpartition(-weighed[found], k - 1)[:k]]
+        # Best first; equal scores in ref order (the cards' order), in every process.
+        found = sorted(found.tolist(), key=lambda i: (-weighed[i], i))
+        hits = []
+        for i in found:
             card = corpus.cards[i]
-            if not wanted.keeps(card):
-                continue
-            score = float(relevance[i]) / top * prior(card, health.get(card.contract.id))
-            weighed.append((score, card.contract.ref, card))
-        weighed.sort(key=lambda item: (-item[0], item[1]))
-        return [
-            SearchHit(
-                name=card.contract.id,
-                ref=card.contract.ref,
-                summary=card.summary,
-                effect=card.effect,
-                score=round(score, 6),
-                upstream=card.upstream,
+            hits.append(
+                SearchHit(
+                    name=card.contract.id,
+                    ref=card.contract.ref,
+                    summary=card.summary,
+                    effect=card.effect,
+                    score=round(float(weighed[i]), 6),
+                    upstream=card.upstream,
+                )
             )
-            for score, _, card in weighed[:k]
-        ]
+        return hits
 
     def _fused(self, corpus: _Corpus, query: str) -> np.ndarray:
         """Weighted reciprocal rank fusion of the lexical and the embedding ranking."""

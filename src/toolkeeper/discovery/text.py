@@ -111,25 +111,30 @@ def _stemmer() -> Stemmer.Stemmer:
     return Stemmer.Stemmer("english")
 
 
-_WORD = re.compile(r"[A-Za-z]+|\d+|[^\W\d_]+", re.UNICODE)
-_HUMP = re.compile(
-    r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])"
+_WORD = re.compile(
+    # One pass, no Python loop per word: a capitalized or lowercase run (``Weather``,
+    # ``get``, ``straße``: every letter but A-Z counts as lowercase), an acronym not followed
+    # by one (``HTTP`` in ``HTTPServer``), or digits.
+    r"[A-Z]?[^\W\dA-Z_]+|[A-Z]+(?![^\W\dA-Z_])|\d+"
 )
 
 
 def words(text: str) -> list[str]:
     """`text` split into lowercase words: identifiers at case humps, ``_``, ``-``, ``.``
-    and digits; non-ASCII letters kept as words of their own."""
-    out: list[str] = []
-    for token in _WORD.findall(text[:_MAX_FIELD_CHARS]):
-        out.extend(part.lower() for part in _HUMP.split(token) if part)
-    return out
+    and digits."""
+    return [w.lower() for w in _WORD.findall(text[:_MAX_FIELD_CHARS])]
+
+
+@functools.lru_cache(maxsize=65_536)
+def _terms(text: str) -> tuple[str, ...]:
+    kept = [w for w in words(text) if w not in _STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return tuple(_stemmer().stemWords(kept)) if kept else ()
 
 
 def terms(text: str) -> list[str]:
-    """The search terms of `text`: its `words` without stop words, stemmed."""
-    kept = [w for w in words(text) if w not in _STOPWORDS and (len(w) > 1 or w.isdigit())]
-    return _stemmer().stemWords(kept) if kept else []
+    """The search terms of `text`: its `words` without stop words, stemmed. (Cached per
+    text: catalogs repeat parameter descriptions, and queries repeat.)"""
+    return list(_terms(text))
 
 
 @functools.cache
