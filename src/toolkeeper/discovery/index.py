@@ -224,7 +224,7 @@ class _Corpus:
             tokens = bm25s.tokenize(query, stopwords=None, show_progress=False, return_ids=False)
             query_terms = list(tokens[0]) if tokens else []
         else:
-            query_terms = text.terms(query)
+            query_terms = text.query_terms(query)
         if index is None or not query_terms:
             return np.zeros(len(self.cards), dtype=np.float32)
         return np.asarray(index.get_scores(query_terms), dtype=np.float32)
@@ -334,13 +334,11 @@ class ToolIndex:
         weighed = relevance / top * corpus.priors(health)
         if wanted != SearchFilters():
             weighed = weighed * corpus.mask(wanted)
-        found = np.flatnonzero(weighed > 0)
-        if len(found) > k:
-            found = found[np.argpartition(-weighed[found], k - 1)[:k]]
+        candidates = np.flatnonzero(weighed > 0)
         # Best first; equal scores in ref order (the cards' order), in every process.
-        found = sorted(found.tolist(), key=lambda i: (-weighed[i], i))
+        best = candidates[np.lexsort((candidates, -weighed[candidates]))[:k]].tolist()
         hits = []
-        for i in found:
+        for i in best:
             card = corpus.cards[i]
             hits.append(
                 SearchHit(

@@ -28,7 +28,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolkeeper.contract.model import ToolContract
+from toolkeeper.contract.model import Idempotency, SideEffect, ToolContract
 from toolkeeper.contract.naming import vendor_names
 from toolkeeper.discovery.index import MAX_K, summary
 from toolkeeper.errors import RegistryError
@@ -74,8 +74,8 @@ _SEARCH = ToolContract(
         "required": ["query"],
         "additionalProperties": False,
     },
-    side_effect="none",
-    idempotency="natural",
+    side_effect=SideEffect.NONE,
+    idempotency=Idempotency.NATURAL,
 )
 
 _LOAD = ToolContract(
@@ -98,8 +98,8 @@ _LOAD = ToolContract(
         "required": ["names"],
         "additionalProperties": False,
     },
-    side_effect="none",
-    idempotency="natural",
+    side_effect=SideEffect.NONE,
+    idempotency=Idempotency.NATURAL,
 )
 
 _SessionKey = tuple[str, str, str | None]

@@ -35,9 +35,12 @@ FIELD_WEIGHTS: Mapping[str, int] = {
     "examples": 1,
     "tags": 2,
     "synonyms": 1,
+    "prefixes": 1,
 }
 """How many times each field's terms count (chosen on the tuning split, docs/discovery.md)."""
 
+PREFIX = 5
+"""Characters of a long stem kept as its prefix term."""
 _MAX_FIELD_CHARS = 4_000
 """Text kept per field: a huge description cannot make indexing or a search slow."""
 _MAX_SCHEMA_NODES = 200
@@ -193,7 +196,20 @@ def tool_text(contract: ToolContract, tags: tuple[str, ...] = ()) -> ToolText:
         found.extend(field_terms)
         weighted.extend(field_terms * FIELD_WEIGHTS[name])
     weighted.extend(synonyms(found) * FIELD_WEIGHTS["synonyms"])
+    weighted.extend(prefixes(found) * FIELD_WEIGHTS["prefixes"])
     return ToolText(fields, tuple(weighted))
+
+
+def prefixes(found: list[str]) -> list[str]:
+    """Prefix terms of long stems (``~watch`` for ``watchlist`` and ``watching``), each
+    once: compounds and derived words meet their stem, as Lucene's edge n-grams do."""
+    return list(dict.fromkeys(f"~{stem[:PREFIX]}" for stem in found if len(stem) > PREFIX))
+
+
+def query_terms(query: str) -> list[str]:
+    """A query's terms: its `terms` and their `prefixes`."""
+    found = terms(query)
+    return found + prefixes(found)
 
 
 def _schema_words(schema: Any) -> Iterator[str]:

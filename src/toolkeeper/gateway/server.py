@@ -292,7 +292,7 @@ class GatewayServer:
         shown = None
         if self._discovery is not None:
             shown = self._always_loaded.union(self._discovery.loaded(principal, session))
-        key = (view.version, served, shown)
+        key = (view.version, (served, shown))
         listing = self._listings.get(key)
         if listing is not None:
             self._listings.move_to_end(key)
