@@ -58,7 +58,7 @@ FUSION_DEPTH = 100
 """Ranks from each ranker that reciprocal rank fusion reads."""
 RRF_K = 60
 """Reciprocal rank fusion's constant (Cormack et al.)."""
-EMBEDDING_WEIGHT = 0.5
+EMBEDDING_WEIGHT = 0.15
 """The embedding ranker's weight in the fusion against 1.0 for the lexical ranker (chosen on
 the tuning split; the 64-dimension static model is weaker than BM25 alone)."""
 BM25_K1 = 1.5

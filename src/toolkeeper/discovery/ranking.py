@@ -1,7 +1,7 @@
 """What a tool's record says beyond its text: health, latency and declared cost.
 
 A search hit's score is its relevance (relative to the best match in the caller's visible
-set, so in (0, 1]) times the tool's `prior`, a number in (0.5, 1]: a tool failing half its
+set, so in (0, 1]) times the tool's `prior`, a number in (0.6, 1]: a tool failing half its
 recent calls loses a quarter of its score, a slow or costly one a little. Relevance decides
 which tools match; the prior only reorders near ties, so a broken tool sinks below a healthy
 one that fits the request as well, never below one that does not fit.
@@ -45,7 +45,7 @@ class ToolHealth:
 
 
 def prior(card: ToolCard, health: ToolHealth | None) -> float:
-    """The factor in (0.5, 1] a tool's relevance is multiplied by."""
+    """The factor in (0.6, 1] a tool's relevance is multiplied by."""
     factor = 1.0 - COST_WEIGHT * card.cost / (card.cost + 1.0)
     if health is not None and health.calls:
         factor *= 1.0 - HEALTH_WEIGHT * min(max(health.failure_rate, 0.0), 1.0) / 2
