@@ -258,3 +258,23 @@ def test_views_share_one_index_per_visible_set(harness: Harness) -> None:
     index = ToolIndex(harness.registry)
     first = index.search("file", views.view(EVERYONE), k=10)
     assert index.search("file", views.view(Principal("other")), k=10) == first
+
+
+def test_discovery_public_api() -> None:
+    import toolkeeper.discovery as discovery
+
+    assert sorted(discovery.__all__) == [
+        "LOAD_TOOLS",
+        "LedgerHealth",
+        "MetaTools",
+        "Progressive",
+        "RANKERS",
+        "Ranker",
+        "SEARCH_TOOLS",
+        "SearchFilters",
+        "SearchHit",
+        "ToolHealth",
+        "ToolIndex",
+        "catalog_summary",
+    ]
+    assert all(hasattr(discovery, name) for name in discovery.__all__)
