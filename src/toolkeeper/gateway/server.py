@@ -57,6 +57,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolkeeper.adapters.mcp import CALL_ID_META
 from toolkeeper.artifacts.store import ArtifactError
 from toolkeeper.contract.model import ToolContract
+from toolkeeper.discovery.progressive import LOAD_TOOLS, META_TOOLS, MetaTools
 from toolkeeper.errors import ApprovalError, LedgerError
 from toolkeeper.gateway import resources
 from toolkeeper.gateway.peer import ClientPeer, LogLevels
@@ -222,12 +223,18 @@ class GatewayServer:
         federation: Federation | None = None,
         local_ids: frozenset[str] = frozenset(),
         background: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
+        discovery: MetaTools | None = None,
+        always_loaded: frozenset[str] = frozenset(),
     ) -> None:
         """`federation` serves upstream tools; every registered id outside `local_ids` is one
         of its tools and is listed only while the federation serves it (the registry keeps
         what it once registered, so a withdrawn approval must be filtered here).
-        `background` tasks (the ledger's reconciliation) run for as long as it serves."""
+        `background` tasks (the ledger's reconciliation) run for as long as it serves.
+        With `discovery` (its meta-tools registered on `harness`), a session lists only
+        `always_loaded`, the meta-tools and what it loaded (docs/discovery.md)."""
         self.harness = harness
+        self._discovery = discovery
+        self._always_loaded = always_loaded | META_TOOLS
         self._background = tuple(background)
         self._principal_of = principal_of
         self._federation = federation
@@ -275,19 +282,22 @@ class GatewayServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
     ) -> dict[str, Any]:
-        listing = self._listing(self._principal(ctx))
+        listing = self._listing(self._principal(ctx), self._session_of(ctx))
         index = 0 if params.cursor is None else listing.page_of(params.cursor)
         page = listing.pages.get(index)
         if page is None:
             page = listing.pages[index] = self._page(listing, index)
         return dict(page)
 
-    def _listing(self, principal: Principal) -> _Listing:
+    def _listing(self, principal: Principal, session: str | None = None) -> _Listing:
         """The principal's listing, made once per change of its view (or, with a federation,
-        of the upstream tools it serves)."""
+        of the upstream tools it serves; with discovery, of what `session` loaded)."""
         view = self.harness.views.view(principal, "mcp")
         served = self._served()
-        key = (view.version, served)
+        shown = None
+        if self._discovery is not None:
+            shown = self._always_loaded.union(self._discovery.loaded(principal, session))
+        key = (view.version, (served, shown))
         listing = self._listings.get(key)
         if listing is not None:
             self._listings.move_to_end(key)
@@ -295,7 +305,8 @@ class GatewayServer:
         tools = []
         for contract in view.contracts():
             name = view.vendor_name(contract.ref)
-            if name is not None and self._serves(contract, served):
+            wanted = shown is None or contract.id in shown
+            if name is not None and wanted and self._serves(contract, served):
                 tools.append((name, contract))
         listing = self._listings[key] = _Listing.of(tools)
         if len(self._listings) > MAX_CACHED_LISTINGS:
@@ -402,6 +413,8 @@ class GatewayServer:
                     session=self._session_of(ctx),
                     peer=ClientPeer(ctx, session=self._session_of(ctx), levels=self._log_levels),
                 )
+                if self._discovery is not None and name == LOAD_TOOLS and envelope.ok:
+                    await self._loaded_tools_changed(ctx)
         except LedgerError as exc:
             # The pipeline answers every ledger fault it meets from the intent on; one that
             # escapes it came earlier (opening the ledger, reading an approval): nothing ran.
@@ -585,6 +598,19 @@ class GatewayServer:
                 self._audiences.popitem(last=False)
         self._audiences.move_to_end(principal)
         return audience
+
+    async def _loaded_tools_changed(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """A load changed one session's listing: tell that session (a handshake-era
+        connection), or the principal's listeners (a 2026 client, whose loads are kept per
+        principal, having no session)."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or self._session_of(ctx) is None:
+            await self.notify_tools_changed()
+            return
+        try:
+            with anyio.fail_after(1):
+                await ctx.session.send_tool_list_changed()
+        except Exception:
+            logger.debug("list_changed after load_tools not delivered", exc_info=True)
 
     async def notify_tools_changed(self) -> None:
         """Tell the clients whose principal's listing changed that it did (a level trigger:

@@ -63,6 +63,7 @@ from toolkeeper.secrets.providers import SecretBroker, default_broker
 if TYPE_CHECKING:
     from toolkeeper.adapters.turn import ToolTurn
     from toolkeeper.codemode.run_code import CodeMode
+    from toolkeeper.discovery import SearchFilters, SearchHit, ToolIndex
 
 HOOK_TIMEOUT = 30.0
 """Default seconds for a verifier, version reader or secret lookup of a contract without a
@@ -148,6 +149,7 @@ class Harness:
         self._opening = threading.Lock()
         self._verifiers: dict[str, Verifier] = {}
         self.views = ToolViews(self.registry)
+        self._discovery: ToolIndex | None = None
         """Per-principal views of the catalog, changed in place as tools change."""
 
     def __repr__(self) -> str:
@@ -320,6 +322,30 @@ class Harness:
         """The contract a proposal's name resolves to (as the resolve stage would)."""
         entry = self._visible(principal, proposal.family).get(proposal.tool)
         return entry.contract if entry else None
+
+    @property
+    def discovery(self) -> ToolIndex:
+        """The tool search index over this harness's registry (built on first use, then kept
+        current tool by tool); set its `ranker` to choose how searches rank."""
+        if self._discovery is None:
+            from toolkeeper.discovery import LedgerHealth, ToolIndex
+
+            ledger = LedgerHealth(lambda: self._services.ledger if self._services else None)
+            self._discovery = ToolIndex(self.registry, health=ledger)
+        return self._discovery
+
+    def search_tools(
+        self,
+        query: str,
+        *,
+        principal: Principal | None,
+        k: int = 5,
+        filters: SearchFilters | Mapping[str, Any] | None = None,
+    ) -> list[SearchHit]:
+        """The `k` tools `principal` may see that best fit `query`, best first, each with
+        its name, one-line summary, effect class and score. Hidden tools are neither
+        results nor part of any score (docs/discovery.md)."""
+        return self.discovery.search(query, self._visible(principal, None), k=k, filters=filters)
 
     # -- entry points ------------------------------------------------------------------
 

@@ -352,6 +352,17 @@ class GatewayConfig(_Strict):
             "is governed like a direct one (docs/code-mode.md; needs the codemode extra)."
         ),
     )
+    discovery: Literal["all", "search"] = Field(
+        default="all",
+        description=(
+            "How tools are listed: 'all' lists every tool the principal may see; 'search' "
+            "lists always_loaded plus search_tools and load_tools, and a session's loaded "
+            "tools from the load on (docs/discovery.md)."
+        ),
+    )
+    always_loaded: list[str] = Field(
+        default_factory=list, description="Tool ids listed from the start with discovery."
+    )
     http: HttpConfig = Field(default_factory=HttpConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

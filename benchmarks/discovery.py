@@ -1,0 +1,344 @@
+"""Tool discovery: retrieval quality on public catalogs, search latency, and first-turn context.
+
+Run: python benchmarks/discovery.py [--split report|tuning|all] [--rankers bm25,lexical,hybrid]
+
+Retrieval. Each BFCL category (Berkeley Function Calling Leaderboard, Apache-2.0, taken from
+the ``bfcl-eval`` wheel as tests/bfcl_data.py does) becomes one catalog: every function doc of
+the category's entries, pooled and deduplicated by name; each entry's first user turn is a
+query and the functions of its ground truth are the relevant tools. Queries are split by a
+hash of their entry id: ``tuning`` (even) is what the default ranker's weights were chosen on,
+``report`` (odd) is what the goals are judged on. For each ranker, in the same run and over
+the same text: nDCG@10, recall@5, and the share of queries whose whole relevant set is in the
+top 5. Rankers: ``bm25`` (plain BM25, bm25s tokenizer, no stemming, no stop words, all fields
+as one text), ``lexical`` (the default) and ``hybrid`` (the ``discovery-embed`` extra).
+
+Latency. A 5,000-tool catalog (every BFCL function plus the public MCP listings in
+tests/lint/catalogs, repeated under new ids to reach 5,000), registered in a harness: index
+build time (every tool analysed, then the ranking structure of the visible set) and p50/p95
+search time for the report queries, the rankers alternating query by query.
+
+Context. A 500-tool catalog: tokens (cl100k_base) of the tools rendered for the first turn in
+full, against the discovery first turn — the catalog summary, the always-loaded set and the
+two meta-tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.bfcl_data import bfcl_data_dir  # noqa: E402
+
+from toolkeeper import Harness, Principal  # noqa: E402
+from toolkeeper.contract.model import ToolContract  # noqa: E402
+from toolkeeper.importers.formats import from_bfcl_function  # noqa: E402
+
+CATEGORIES = {
+    "simple_python": "python",
+    "simple_java": "java",
+    "simple_javascript": "javascript",
+    "live_simple": "python",
+    "multiple": "python",
+    "live_multiple": "python",
+    "parallel_multiple": "python",
+    "live_parallel_multiple": "python",
+}
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    relevant: frozenset[str]
+
+    @property
+    def split(self) -> str:
+        digest = hashlib.sha256(self.id.encode()).digest()
+        return "tuning" if digest[0] % 2 == 0 else "report"
+
+
+@dataclass
+class Catalog:
+    name: str
+    contracts: list[ToolContract]
+    queries: list[Query]
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _noop(**_: Any) -> None:
+    return None
+
+
+def bfcl_catalog(category: str, language: str) -> Catalog:
+    data = bfcl_data_dir()
+    entries = _lines(data / f"BFCL_v4_{category}.json")
+    answers = {a["id"]: a for a in _lines(data / "possible_answer" / f"BFCL_v4_{category}.json")}
+    contracts: dict[str, ToolContract] = {}
+    queries = []
+    for entry in entries:
+        for doc in entry["function"]:
+            if doc["name"] not in contracts:
+                try:
+                    contracts[doc["name"]] = from_bfcl_function(doc, language=language)
+                except Exception:  # a doc the importer refuses is left out of the catalog
+                    continue
+        turn = entry["question"][0]
+        text = " ".join(m["content"] for m in turn if m.get("role") == "user")
+        answer = answers.get(entry["id"])
+        if answer is None:
+            continue
+        relevant = frozenset(name for call in answer["ground_truth"] for name in call)
+        ids = {name: contracts[name].id for name in relevant if name in contracts}
+        if len(ids) == len(relevant) and text.strip():
+            queries.append(Query(entry["id"], text, frozenset(ids.values())))
+    return Catalog(category, list(contracts.values()), queries)
+
+
+def pooled(name: str, parts: list[Catalog]) -> Catalog:
+    """One catalog of several: every tool once (the first doc of a name wins), every query."""
+    contracts: dict[str, ToolContract] = {}
+    for part in parts:
+        for contract in part.contracts:
+            contracts.setdefault(contract.id, contract)
+    return Catalog(name, list(contracts.values()), [q for part in parts for q in part.queries])
+
+
+_MULTI_TURN_DOCS = (
+    "gorilla_file_system",
+    "math_api",
+    "message_api",
+    "posting_api",
+    "ticket_api",
+    "trading_bot",
+    "travel_booking",
+    "vehicle_control",
+)
+
+
+def multi_turn_catalog() -> Catalog:
+    """BFCL multi-turn (base): the function docs of its eight API classes as one catalog;
+    each user turn a query, the functions its ground truth calls the relevant set."""
+    data = bfcl_data_dir()
+    contracts: dict[str, ToolContract] = {}
+    for doc_file in _MULTI_TURN_DOCS:
+        for doc in _lines(data / "multi_turn_func_doc" / f"{doc_file}.json"):
+            if doc["name"] not in contracts:
+                contracts[doc["name"]] = from_bfcl_function(doc)
+    answers = {
+        a["id"]: a for a in _lines(data / "possible_answer" / "BFCL_v4_multi_turn_base.json")
+    }
+    queries = []
+    for entry in _lines(data / "BFCL_v4_multi_turn_base.json"):
+        truth = answers[entry["id"]]["ground_truth"]
+        for turn, (messages, calls) in enumerate(zip(entry["question"], truth, strict=False)):
+            text = " ".join(m["content"] for m in messages if m.get("role") == "user")
+            names = frozenset(re.findall(r"^(\w+)\(", "\n".join(calls), re.MULTILINE))
+            relevant = frozenset(contracts[n].id for n in names if n in contracts)
+            if text.strip() and relevant and len(relevant) == len(names):
+                queries.append(Query(f"{entry['id']}_{turn}", text, relevant))
+    return Catalog("multi_turn_base", list(contracts.values()), queries)
+
+
+def catalogs() -> list[Catalog]:
+    single = {c: bfcl_catalog(c, language) for c, language in CATEGORIES.items()}
+    multiple = [single[c] for c in single if "multiple" in c]
+    return [
+        *single.values(),
+        pooled("pooled_multiple", multiple),
+        pooled("pooled_all", list(single.values())),
+        multi_turn_catalog(),
+    ]
+
+
+def ndcg_at(ranked: list[str], relevant: frozenset[str], k: int = 10) -> float:
+    gain = sum(1 / math.log2(i + 2) for i, name in enumerate(ranked[:k]) if name in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+    return gain / ideal
+
+
+def harness_of(contracts: list[ToolContract], home: Path) -> Harness:
+    harness = Harness(home=home)
+    for contract in contracts:
+        harness.register(contract, executor=_noop)
+    return harness
+
+
+def evaluate(catalog: Catalog, rankers: list[str], split: str, home: Path) -> dict[str, Any]:
+    harness = harness_of(catalog.contracts, home)
+    queries = [q for q in catalog.queries if split == "all" or q.split == split]
+    figures: dict[str, dict[str, float]] = {}
+    for ranker in rankers:
+        harness.discovery.ranker = ranker  # type: ignore[assignment]
+        ndcg, recall, whole = [], [], []
+        for query in queries:
+            hits = harness.search_tools(query.text, principal=None, k=10)
+            names = [hit.name for hit in hits]
+            ndcg.append(ndcg_at(names, query.relevant))
+            recall.append(len(query.relevant & set(names[:5])) / len(query.relevant))
+            whole.append(float(query.relevant <= set(names[:5])))
+        figures[ranker] = {
+            "ndcg@10": 100 * statistics.fmean(ndcg),
+            "recall@5": 100 * statistics.fmean(recall),
+            "whole@5": 100 * statistics.fmean(whole),
+        }
+    return {"tools": len(catalog.contracts), "queries": len(queries), "figures": figures}
+
+
+def big_catalog(size: int) -> list[ToolContract]:
+    """`size` tools: every BFCL function, the multi-turn APIs and the public MCP listings,
+    then the same again under new ids (``…_copy2``) until there are `size`."""
+    from toolkeeper.importers.catalog import load_catalog
+
+    unique: dict[str, ToolContract] = {}
+    for catalog in [
+        *catalogs(),
+        Catalog("mcp", load_catalog(ROOT / "tests/lint/catalogs").contracts, []),
+    ]:
+        for contract in catalog.contracts:
+            unique.setdefault(contract.id, contract)
+    base = list(unique.values())
+    tools = []
+    for n in range(size):
+        contract = base[n % len(base)]
+        copy = n // len(base)
+        tools.append(
+            contract
+            if copy == 0
+            else contract.model_copy(update={"id": f"{contract.id}_copy{copy + 1}"})
+        )
+    return tools
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def latency(size: int, rankers: list[str], home: Path) -> None:
+    """Index build and search latency at `size` tools, the rankers alternating. Wall time
+    and CPU time of the calling thread both: this machine is shared, and the CPU time is the
+    part a search itself costs (a preempted search's wall time is not)."""
+    from toolkeeper.discovery import ToolIndex, text
+
+    tools = big_catalog(size)
+    harness = harness_of(tools, home)
+    view = harness.views.view(None)
+    queries = [q.text for c in catalogs() for q in c.queries if q.split == "report"][:1000]
+    print(f"\nlatency at {len(tools)} tools, {len(queries)} report queries, rankers alternating")
+    builds: dict[str, list[tuple[float, float]]] = {r: [] for r in rankers}
+    for _ in range(3):
+        for name in rankers:
+            text._terms.cache_clear()  # every build analyses from scratch
+            wall, cpu = time.perf_counter(), time.thread_time()
+            index = ToolIndex(harness.registry, ranker=name)  # type: ignore[arg-type]
+            index.search("warm up the visible set", view)  # builds the set's ranking structure
+            builds[name].append((time.perf_counter() - wall, time.thread_time() - cpu))
+    indexes = {r: ToolIndex(harness.registry, ranker=r) for r in rankers}  # type: ignore[arg-type]
+    for index in indexes.values():
+        index.search("warm up", view)
+    walls: dict[str, list[float]] = {r: [] for r in rankers}
+    cpus: dict[str, list[float]] = {r: [] for r in rankers}
+    for query in queries:
+        for name in rankers:
+            wall, cpu = time.perf_counter(), time.thread_time()
+            indexes[name].search(query, view, k=5)
+            walls[name].append((time.perf_counter() - wall) * 1000)
+            cpus[name].append((time.thread_time() - cpu) * 1000)
+    base = rankers[0]
+    for name in rankers:
+        build_wall = min(b[0] for b in builds[name])
+        build_cpu = min(b[1] for b in builds[name])
+        p95 = percentile(walls[name], 0.95)
+        print(
+            f"{name:8} build {build_wall:5.2f} s wall, {build_cpu:5.2f} s cpu  search wall "
+            f"p50 {percentile(walls[name], 0.5):5.2f} p95 {p95:5.2f} ms, cpu "
+            f"p50 {percentile(cpus[name], 0.5):5.2f} p95 {percentile(cpus[name], 0.95):5.2f} ms"
+            f"  (p95 wall {p95 / percentile(walls[base], 0.95):4.2f}x {base})"
+        )
+
+
+def context(size: int, home: Path) -> None:
+    """First-turn tokens: the whole catalog rendered vs discovery's summary and meta-tools."""
+    from toolkeeper.adapters import render
+    from toolkeeper.cli.views import wire_json
+    from toolkeeper.discovery import MetaTools, Progressive
+    from toolkeeper.lint.surface import count_tokens
+
+    tools = big_catalog(size)
+    harness = harness_of(tools, home)
+    meta = MetaTools(harness)
+    print(f"\nfirst-turn context, {len(tools)}-tool catalog (tokens, cl100k_base)")
+    for vendor in ("openai_chat", "anthropic", "gemini"):
+        full = count_tokens(wire_json(vendor, render(tools, vendor=vendor)))[0]
+        conversation = Progressive(meta, principal=Principal("bench"), vendor=vendor)
+        rendered = conversation.tools()
+        if vendor == "anthropic":  # deferred definitions stay out of the model's context
+            rendered = [t for t in rendered if not t.get("defer_loading")]
+        first = count_tokens(wire_json(vendor, rendered))[0]
+        summary = count_tokens(conversation.first_context())[0]
+        print(
+            f"{vendor:12} full {full:7}  discovery {first + summary:6} "
+            f"(meta-tools {first}, summary {summary})  ratio {(first + summary) / full:.3f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--split", default="report", choices=["report", "tuning", "all"])
+    parser.add_argument("--rankers", default="bm25,lexical,hybrid")
+    parser.add_argument("--only", default="", help="comma-separated categories")
+    parser.add_argument("--skip-retrieval", action="store_true")
+    parser.add_argument("--size", type=int, default=5_000, help="tools for the latency run")
+    args = parser.parse_args()
+    rankers = args.rankers.split(",")
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="tk-discovery-"))
+    if not args.skip_retrieval:
+        retrieval(args, rankers, tmp)
+    latency(args.size, rankers, tmp / "latency")
+    context(500, tmp / "context")
+
+
+def retrieval(args: argparse.Namespace, rankers: list[str], tmp: Path) -> None:
+    print(f"retrieval, {args.split} split")
+    print(f"{'catalog':24} {'tools':>5} {'q':>4}  " + "  ".join(f"{r:>22}" for r in rankers))
+    totals: dict[str, list[float]] = {r: [] for r in rankers}
+    for catalog in catalogs():
+        category = catalog.name
+        if args.only and category not in args.only.split(","):
+            continue
+        result = evaluate(catalog, rankers, args.split, tmp / category)
+        cells = []
+        for ranker in rankers:
+            f = result["figures"][ranker]
+            totals[ranker].append(f["ndcg@10"])
+            cells.append(f"{f['ndcg@10']:6.1f} {f['recall@5']:6.1f} {f['whole@5']:6.1f}")
+        print(f"{category:24} {result['tools']:5} {result['queries']:4}  " + "  ".join(cells))
+    base = statistics.fmean(totals[rankers[0]])
+    for ranker in rankers:
+        mean = statistics.fmean(totals[ranker])
+        worst = min(a - b for a, b in zip(totals[ranker], totals[rankers[0]], strict=True))
+        print(
+            f"mean nDCG@10 {ranker:8} {mean:6.1f}  vs {rankers[0]}: {mean - base:+5.1f}, "
+            f"worst catalog {worst:+5.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
