@@ -50,7 +50,7 @@ trap cleanup EXIT
 server_pid=$!
 url=""
 for _ in $(seq 1 300); do
-  url=$(sed -n 's/^toolkeeper gateway listening on //p' "$work/serve.out")
+  url=$(sed -n 's/^toolkeeper gateway listening on //p' "$work/serve.out" 2>/dev/null || true)
   [ -n "$url" ] && break
   if ! kill -0 "$server_pid" 2>/dev/null; then
     echo "conformance: the gateway exited:" >&2

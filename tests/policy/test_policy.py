@@ -96,6 +96,8 @@ def test_default_policies_text_names_every_shipped_policy() -> None:
         "toolkeeper.read_only",
         "toolkeeper.committing_requires_approval",
         "toolkeeper.upstream_requests",
+        "toolkeeper.upstream_resources",
+        "toolkeeper.upstream_prompts",
         "toolkeeper.missing_capability",
         "toolkeeper.tenant_boundary",
     )
@@ -182,10 +184,10 @@ def test_policy_without_id_annotation_is_named_by_cedar_id() -> None:
     engine = CedarPolicyEngine(
         policies='permit (principal, action, resource) when { resource.id == "lint" };'
     )
-    # Cedar numbers policies in order: the five shipped ones come first.
+    # Cedar numbers policies in order: the seven shipped ones come first.
     assert decide(engine, tool("lint", "reversible")).policy_ids == (
-        "policy5",
-    )  # after the five shipped policies
+        "policy7",
+    )  # after the seven shipped policies
 
 
 def test_target_resource_is_in_the_context() -> None:
