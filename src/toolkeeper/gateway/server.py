@@ -557,7 +557,7 @@ class GatewayServer:
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
     ) -> EmptyResult:
-        key = self._session_of(ctx) or str(id(ctx.session))
+        key = self._connection_key(ctx)
         await self._upstream_reads().subscribe(
             self._principal(ctx), str(params.uri), key=key, session=ctx.session
         )
@@ -567,9 +567,21 @@ class GatewayServer:
         self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
     ) -> EmptyResult:
         self._principal(ctx)
-        key = self._session_of(ctx) or str(id(ctx.session))
+        key = self._connection_key(ctx)
         await self._upstream_reads().unsubscribe(str(params.uri), key=key)
         return EmptyResult()
+
+    def _connection_key(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The session a subscription belongs to (HTTP ``Mcp-Session-Id``, or stdio's one
+        connection); a connection without one has no channel to hear updates on."""
+        key = self._session_of(ctx)
+        if key is None:
+            raise MCPError(
+                code=INVALID_REQUEST,
+                message="resource subscriptions need a session (Mcp-Session-Id) to deliver "
+                "updates on; use a stateful connection",
+            )
+        return key
 
     async def _publish_updated(self, uri: str, allowed: Callable[[Principal], bool]) -> None:
         """Tell the 2026 listen streams of the principals `allowed` admits that `uri`

@@ -323,9 +323,9 @@ class UpstreamLink:
                     async with anyio.create_task_group() as stream:
                         stream.start_soon(self._on_relisten, stream.cancel_scope)
                         async for event in subscription:
-                            if isinstance(event, ResourceUpdated):
-                                await self._updated(event.uri)
-                            else:
+                            # The SDK also hands every event to `_on_message` as its
+                            # notification, which routes resource updates (once).
+                            if not isinstance(event, ResourceUpdated):
                                 self._relist.set()
                         stream.cancel_scope.cancel()
                 if not self._relisten.is_set():
