@@ -288,12 +288,14 @@ async def test_two_upstreams_offering_one_uri_both_lose_it(tmp_path: Path) -> No
 @pytest.mark.anyio
 async def test_distinct_uris_from_two_upstreams_reach_their_own_server(tmp_path: Path) -> None:
     upstreams = {"one": config("one."), "two": config("two.", FIXTURE_URI_PREFIX="wiki://")}
-    async with gateway(tmp_path, upstreams=upstreams) as (server, _, _):
-        async with Client(server.lowlevel) as client:
-            uris = {str(r.uri) for r in (await client.list_resources()).resources}
-            assert {"docs://readme", "wiki://readme"} <= uris
-            wiki = (await client.read_resource("wiki://pages/3")).contents[0]
-            assert isinstance(wiki, types.TextResourceContents) and wiki.text == "page 3"
+    async with (
+        gateway(tmp_path, upstreams=upstreams) as (server, _, _),
+        Client(server.lowlevel) as client,
+    ):
+        uris = {str(r.uri) for r in (await client.list_resources()).resources}
+        assert {"docs://readme", "wiki://readme"} <= uris
+        wiki = (await client.read_resource("wiki://pages/3")).contents[0]
+        assert isinstance(wiki, types.TextResourceContents) and wiki.text == "page 3"
 
 
 # -- visibility ------------------------------------------------------------------------------
@@ -314,26 +316,28 @@ forbid (principal == Toolkeeper::Principal::"mallory", action == Toolkeeper::Act
 async def test_a_principal_sees_and_reads_only_what_policy_permits(
     tmp_path: Path, mode: str
 ) -> None:
-    async with gateway(tmp_path, policies=FORBID_MALLORY) as (server, _, caller):
-        async with Client(server.lowlevel, mode=mode) as client:
-            assert len((await client.list_resources()).resources) == 3  # alice
-            caller["now"] = MALLORY
-            assert (await client.list_resources()).resources == []
-            assert (await client.list_resource_templates()).resource_templates == []
-            assert (await client.list_prompts()).prompts == []
-            for uri in ("docs://readme", "docs://pages/2", "docs://nowhere"):
-                with pytest.raises(MCPError) as refused:
-                    await client.read_resource(uri)
-                # Forbidden and missing answer alike: the answer says nothing of what exists.
-                assert refused.value.error.code == -32002
-                assert refused.value.error.message == f"resource not found: {uri}"
-            with pytest.raises(MCPError):
-                await client.get_prompt("up.review", {"language": "c"})
-            with pytest.raises(MCPError):
-                await client.complete(
-                    PromptReference(type="ref/prompt", name="up.review"),
-                    {"name": "language", "value": "p"},
-                )
+    async with (
+        gateway(tmp_path, policies=FORBID_MALLORY) as (server, _, caller),
+        Client(server.lowlevel, mode=mode) as client,
+    ):
+        assert len((await client.list_resources()).resources) == 3  # alice
+        caller["now"] = MALLORY
+        assert (await client.list_resources()).resources == []
+        assert (await client.list_resource_templates()).resource_templates == []
+        assert (await client.list_prompts()).prompts == []
+        for uri in ("docs://readme", "docs://pages/2", "docs://nowhere"):
+            with pytest.raises(MCPError) as refused:
+                await client.read_resource(uri)
+            # Forbidden and missing answer alike: the answer says nothing of what exists.
+            assert refused.value.error.code == -32002
+            assert refused.value.error.message == f"resource not found: {uri}"
+        with pytest.raises(MCPError):
+            await client.get_prompt("up.review", {"language": "c"})
+        with pytest.raises(MCPError):
+            await client.complete(
+                PromptReference(type="ref/prompt", name="up.review"),
+                {"name": "language", "value": "p"},
+            )
 
 
 # -- subscriptions ---------------------------------------------------------------------------
@@ -347,48 +351,52 @@ async def test_a_subscribed_2025_session_hears_its_resource_change(tmp_path: Pat
         if isinstance(message, types.ResourceUpdatedNotification):
             updated.append(str(message.params.uri))
 
-    async with gateway(tmp_path) as (server, _, _):
-        async with Client(server.lowlevel, mode="legacy", message_handler=on_message) as client:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await client.subscribe_resource("docs://readme")
-                with pytest.raises(MCPError):  # not served: nothing to subscribe to
-                    await client.subscribe_resource("docs://poisoned")
-            # The upstream's own tool says the resource changed.
-            await client.call_tool("up.touch", {"uri": "docs://readme"})
-            await client.call_tool("up.touch", {"uri": "docs://token"})  # not subscribed
-            with anyio.fail_after(10):
-                while not updated:
-                    await anyio.sleep(0.05)
-            assert updated == ["docs://readme"]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await client.unsubscribe_resource("docs://readme")
-            await client.call_tool("up.touch", {"uri": "docs://readme"})
-            await anyio.sleep(0.5)
-            assert updated == ["docs://readme"]
+    async with (
+        gateway(tmp_path) as (server, _, _),
+        Client(server.lowlevel, mode="legacy", message_handler=on_message) as client,
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.subscribe_resource("docs://readme")
+            with pytest.raises(MCPError):  # not served: nothing to subscribe to
+                await client.subscribe_resource("docs://poisoned")
+        # The upstream's own tool says the resource changed.
+        await client.call_tool("up.touch", {"uri": "docs://readme"})
+        await client.call_tool("up.touch", {"uri": "docs://token"})  # not subscribed
+        with anyio.fail_after(10):
+            while not updated:
+                await anyio.sleep(0.05)
+        assert updated == ["docs://readme"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.unsubscribe_resource("docs://readme")
+        await client.call_tool("up.touch", {"uri": "docs://readme"})
+        await anyio.sleep(0.5)
+        assert updated == ["docs://readme"]
 
 
 @pytest.mark.anyio
 async def test_a_2026_listener_hears_the_resources_it_named(tmp_path: Path) -> None:
     from mcp.shared.subscriptions import ResourceUpdated
 
-    async with gateway(tmp_path) as (server, _, _):
-        async with Client(server.lowlevel, mode="2026-07-28") as client:
-            heard: list[str] = []
-            async with client.listen(resource_subscriptions=["docs://readme"]) as subscription:
+    async with (
+        gateway(tmp_path) as (server, _, _),
+        Client(server.lowlevel, mode="2026-07-28") as client,
+    ):
+        heard: list[str] = []
+        async with client.listen(resource_subscriptions=["docs://readme"]) as subscription:
 
-                async def touch() -> None:
-                    with anyio.fail_after(10):
-                        while not heard:
-                            await client.call_tool("up.touch", {"uri": "docs://readme"})
-                            await anyio.sleep(0.2)
+            async def touch() -> None:
+                with anyio.fail_after(10):
+                    while not heard:
+                        await client.call_tool("up.touch", {"uri": "docs://readme"})
+                        await anyio.sleep(0.2)
 
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(touch)
-                    with anyio.fail_after(15):
-                        async for event in subscription:
-                            if isinstance(event, ResourceUpdated):
-                                heard.append(event.uri)
-                                break
-            assert heard == ["docs://readme"]
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(touch)
+                with anyio.fail_after(15):
+                    async for event in subscription:
+                        if isinstance(event, ResourceUpdated):
+                            heard.append(event.uri)
+                            break
+        assert heard == ["docs://readme"]
