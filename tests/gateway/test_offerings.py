@@ -400,3 +400,28 @@ async def test_a_2026_listener_hears_the_resources_it_named(tmp_path: Path) -> N
                             heard.append(event.uri)
                             break
         assert heard == ["docs://readme"]
+
+
+@pytest.mark.anyio
+async def test_subscriptions_are_capped_since_a_template_matches_endless_uris(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolkeeper.gateway import readonly
+
+    monkeypatch.setattr(readonly, "MAX_SUBSCRIBED", 2)
+    async with (
+        gateway(tmp_path) as (server, federation, _),
+        Client(server.lowlevel, mode="legacy") as client,
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.subscribe_resource("docs://pages/1")
+            await client.subscribe_resource("docs://pages/2")
+            await client.subscribe_resource("docs://pages/2")  # the same one again is fine
+            with pytest.raises(MCPError) as refused:
+                await client.subscribe_resource("docs://pages/3")
+            assert "2 resource subscriptions" in refused.value.error.message
+            assert federation.link("up").subscriptions == {"docs://pages/1", "docs://pages/2"}
+            await client.unsubscribe_resource("docs://pages/1")
+            await client.subscribe_resource("docs://pages/3")
+        assert federation.link("up").subscriptions == {"docs://pages/2", "docs://pages/3"}

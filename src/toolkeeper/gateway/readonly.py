@@ -29,6 +29,7 @@ import anyio
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CompleteRequestParams,
     CompleteResult,
@@ -55,6 +56,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Publish = Callable[[str, Callable[[Principal], bool]], Awaitable[None]]
+
+MAX_SUBSCRIBED = 10_000
+"""Resources subscribed at once, over every session and stream: a template matches endless
+URIs, and each subscribed one is held here and at its upstream."""
 
 _ACTION = {"prompt": "get_prompt", "resource": "read_resource", "template": "read_resource"}
 
@@ -165,6 +170,12 @@ class UpstreamReads:
         """A 2025 session's ``resources/subscribe``: refused as not found for a resource it
         may not read; the upstream is subscribed when the first session asks."""
         offering = self._readable(principal, uri)
+        if uri not in self._subscribers and self._subscribed() >= MAX_SUBSCRIBED:
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"the gateway holds {MAX_SUBSCRIBED} resource subscriptions already; "
+                "unsubscribe from some first",
+            )
         self._subscribers[uri][key] = (principal, session)
         await self._resubscribe(offering.server)
 
@@ -174,24 +185,31 @@ class UpstreamReads:
             return
         if not sessions:
             del self._subscribers[uri]
-        offering = self._routes.owner(uri)
-        if offering is not None:
-            await self._resubscribe(offering.server)
+        await self._resubscribe_holding([uri])
 
-    async def listening(self, principal: Principal, uris: Iterable[str], *, on: bool) -> None:
-        """A 2026 listen stream naming `uris` opened (`on`) or closed: the upstreams hear of
-        the URIs `principal` may read for as long as some stream wants them."""
-        servers = set()
-        for uri in uris:
+    async def listen(self, principal: Principal, uris: Iterable[str]) -> tuple[str, ...]:
+        """A 2026 listen stream naming `uris` opened: the upstreams hear of those `principal`
+        may read while some stream wants them. Returns the URIs counted, for `unlisten`."""
+        counted = []
+        for uri in dict.fromkeys(uris):
             offering = self._routes.owner(uri)
             if offering is None or not self._allows(principal, offering, uri):
                 continue
-            self._listening[uri] += 1 if on else -1
+            if uri not in self._listening and self._subscribed() >= MAX_SUBSCRIBED:
+                continue  # over the cap: the stream hears nothing of it
+            self._listening[uri] += 1
+            counted.append(uri)
+        await self._resubscribe_holding(counted)
+        return tuple(counted)
+
+    async def unlisten(self, counted: Iterable[str]) -> None:
+        """The stream that `listen` counted `counted` for closed."""
+        uris = list(counted)
+        for uri in uris:
+            self._listening[uri] -= 1
             if self._listening[uri] <= 0:
                 del self._listening[uri]
-            servers.add(offering.server)
-        for server in servers:
-            await self._resubscribe(server)
+        await self._resubscribe_holding(uris)
 
     async def updated(self, server: str, uri: str) -> None:
         """`server` says `uri` changed: tell each subscriber that may still read it there."""
@@ -199,7 +217,7 @@ class UpstreamReads:
         if offering is None or offering.server != server:
             return  # no longer approved, or another upstream's now: its word is not ours
         for key, (principal, session) in list(self._subscribers.get(uri, {}).items()):
-            if not self._allows(principal, offering, uri):
+            if not self._allows(principal, offering, uri, log=False):
                 continue
             try:
                 with anyio.fail_after(1):
@@ -207,7 +225,23 @@ class UpstreamReads:
             except Exception:  # the connection is gone: forget it
                 self._subscribers[uri].pop(key, None)
         if self._publish is not None and self._listening.get(uri):
-            await self._publish(uri, lambda principal: self._allows(principal, offering, uri))
+            await self._publish(
+                uri, lambda principal: self._allows(principal, offering, uri, log=False)
+            )
+
+    def _subscribed(self) -> int:
+        return len(self._subscribers.keys() | self._listening.keys())
+
+    async def _resubscribe_holding(self, uris: Iterable[str]) -> None:
+        """Subscribe anew each upstream that owns, or is subscribed to, one of `uris` (the
+        owner may have changed since it was subscribed)."""
+        wanted = set(uris)
+        for server in self._federation.servers:
+            owns = any(
+                (o := self._routes.owner(uri)) is not None and o.server == server for uri in wanted
+            )
+            if owns or wanted & self._federation.link(server).subscriptions:
+                await self._resubscribe(server)
 
     async def _resubscribe(self, server: str) -> None:
         uris = frozenset(

@@ -701,12 +701,12 @@ class GatewayServer:
         uris = tuple(params.notifications.resource_subscriptions or ())
         if self._reads is None or not uris:
             return await self._audience(principal).listen(ctx, params)
-        await self._reads.listening(principal, uris, on=True)
+        counted = await self._reads.listen(principal, uris)
         try:
             return await self._audience(principal).listen(ctx, params)
         finally:
             with anyio.CancelScope(shield=True):
-                await self._reads.listening(principal, uris, on=False)
+                await self._reads.unlisten(counted)
 
     def _audience(self, principal: Principal) -> _Audience:
         audience = self._audiences.get(principal)

@@ -107,6 +107,11 @@ class Federation:
             for key, tool in self.tools.items()
         )
 
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The configured upstreams' names."""
+        return tuple(self._links)
+
     def link(self, server: str) -> UpstreamLink:
         """The link to `server`, to forward a read-only request over."""
         return self._links[server]

@@ -379,7 +379,7 @@ class UpstreamLink:
                 message=f"upstream {self.name!r} is unreachable ({self._state()}): {self.error}",
             )
         try:
-            with anyio.fail_after(self.config.timeout):
+            with anyio.fail_after(self.config.call_timeout or self.config.timeout):
                 return await send(client)
         except MCPError as exc:
             raise MCPError(
