@@ -3,8 +3,9 @@
 The Cedar model:
 
     principal  Toolkeeper::Principal::"<id>"       tenant, kind, capabilities (Set<String>)
-    action     Toolkeeper::Action::"invoke" (run the tool), "elicit" and "sample" (the tool's
-               upstream asks the calling client for input or for a completion mid-call)
+    action     Toolkeeper::Action::"invoke" (run the tool), "elicit", "sample" and "roots"
+               (the tool's upstream asks the calling client for input, a completion or its
+               roots mid-call)
     resource   Toolkeeper::Tool::"<id@version>"    id, version, side_effect, open_world,
                idempotency, required_capabilities, input_classification, output_classification
     (reads)    Toolkeeper::Action::"read_resource" on Toolkeeper::Resource::"<uri>" and
