@@ -59,8 +59,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def config(namespace: str = "up.", **env: str) -> UpstreamConfig:
+def config(namespace: str = "up.", protocol: str = "auto", **env: str) -> UpstreamConfig:
+    """The fixture upstream; `protocol` "legacy" keeps the link on the 2025 handshake."""
     return UpstreamConfig(
+        protocol=protocol,
         command=sys.executable,
         args=(str(FIXTURES / "offerings_server.py"),),
         namespace=namespace,
@@ -121,12 +123,18 @@ def served(federation: Federation) -> set[str]:
 # -- served after approval, in both eras ------------------------------------------------------
 
 
+UPSTREAM_ERAS = pytest.mark.parametrize("link_era", ["auto", "legacy"])
+"""The era between the gateway and the upstream: 2026-07-28 (offered, so taken), or 2025."""
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ERAS)
+@UPSTREAM_ERAS
 async def test_approved_prompts_and_resources_are_listed_and_read(
-    tmp_path: Path, mode: str
+    tmp_path: Path, mode: str, link_era: str
 ) -> None:
-    async with gateway(tmp_path) as (server, federation, _):
+    upstreams = {"up": config(protocol=link_era)}
+    async with gateway(tmp_path, upstreams=upstreams) as (server, federation, _):
         assert served(federation) == SERVED
         async with Client(server.lowlevel, mode=mode) as client:
             if mode == "legacy":  # (a 2026 client learns them only if it asks)
@@ -345,7 +353,12 @@ async def test_a_principal_sees_and_reads_only_what_policy_permits(
 
 
 @pytest.mark.anyio
-async def test_a_subscribed_2025_session_hears_its_resource_change(tmp_path: Path) -> None:
+@UPSTREAM_ERAS
+async def test_a_subscribed_2025_session_hears_its_resource_change(
+    tmp_path: Path, link_era: str
+) -> None:
+    """Through a 2026 upstream link the gateway listens for the URIs; through a 2025 one it
+    sends resources/subscribe and unsubscribe."""
     updated: list[str] = []
 
     async def on_message(message: Any) -> None:
@@ -353,7 +366,7 @@ async def test_a_subscribed_2025_session_hears_its_resource_change(tmp_path: Pat
             updated.append(str(message.params.uri))
 
     async with (
-        gateway(tmp_path) as (server, _, _),
+        gateway(tmp_path, upstreams={"up": config(protocol=link_era)}) as (server, _, _),
         Client(server.lowlevel, mode="legacy", message_handler=on_message) as client,
     ):
         with warnings.catch_warnings():
