@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from mcp.server import Server, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -33,11 +34,17 @@ from mcp_types import (
     INVALID_PARAMS,
     CompleteRequestParams,
     CompleteResult,
+    EmptyResult,
     GetPromptRequestParams,
     GetPromptResult,
+    ListPromptsResult,
+    ListResourceTemplatesResult,
+    PaginatedRequestParams,
     PromptReference,
     ReadResourceResult,
     ResourceTemplateReference,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
 )
 
 from toolkeeper.gateway.resources import RESOURCE_NOT_FOUND
@@ -295,3 +302,57 @@ class UpstreamReads:
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         scrubbed: dict[str, Any] = self._federation.redactor.redact(wire)
         return scrubbed
+
+
+Context = ServerRequestContext[Any, Any]
+
+
+def install_handlers(
+    server: Server[Any],
+    reads: UpstreamReads,
+    *,
+    principal: Callable[[Context], Principal],
+    session: Callable[[Context], str],
+) -> None:
+    """Register on `server` the methods only upstreams' prompts and resources answer:
+    ``prompts/list``, ``prompts/get``, ``resources/templates/list``, ``completion/complete``
+    and ``resources/subscribe``/``unsubscribe`` (whose registration declares the prompts,
+    completions and subscribe capabilities). `principal` names the caller of a request and
+    `session` its session (raising when it has none); ``resources/list`` and
+    ``resources/read``, which the gateway's own stored results share, stay with the server."""
+
+    async def list_prompts(ctx: Context, params: PaginatedRequestParams) -> ListPromptsResult:
+        return ListPromptsResult.model_validate({"prompts": reads.prompts(principal(ctx))})
+
+    async def get_prompt(ctx: Context, params: GetPromptRequestParams) -> GetPromptResult:
+        return await reads.get_prompt(principal(ctx), params)
+
+    async def list_templates(
+        ctx: Context, params: PaginatedRequestParams
+    ) -> ListResourceTemplatesResult:
+        templates = reads.templates(principal(ctx))
+        return ListResourceTemplatesResult.model_validate({"resourceTemplates": templates})
+
+    async def complete(ctx: Context, params: CompleteRequestParams) -> CompleteResult:
+        return await reads.complete(principal(ctx), params)
+
+    async def subscribe(ctx: Context, params: SubscribeRequestParams) -> EmptyResult:
+        caller = principal(ctx)
+        await reads.subscribe(caller, str(params.uri), key=session(ctx), session=ctx.session)
+        return EmptyResult()
+
+    async def unsubscribe(ctx: Context, params: UnsubscribeRequestParams) -> EmptyResult:
+        principal(ctx)
+        await reads.unsubscribe(str(params.uri), key=session(ctx))
+        return EmptyResult()
+
+    handlers: list[tuple[str, Any, Any]] = [
+        ("prompts/list", PaginatedRequestParams, list_prompts),
+        ("prompts/get", GetPromptRequestParams, get_prompt),
+        ("resources/templates/list", PaginatedRequestParams, list_templates),
+        ("completion/complete", CompleteRequestParams, complete),
+        ("resources/subscribe", SubscribeRequestParams, subscribe),
+        ("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe),
+    ]
+    for method, params_type, handler in handlers:
+        server.add_request_handler(method, params_type, handler)

@@ -49,24 +49,15 @@ from mcp_types import (
     INVALID_REQUEST,
     CallToolRequestParams,
     CallToolResult,
-    CompleteRequestParams,
-    CompleteResult,
-    EmptyResult,
-    GetPromptRequestParams,
-    GetPromptResult,
-    ListPromptsResult,
     ListResourcesResult,
-    ListResourceTemplatesResult,
     ListToolsResult,
     PaginatedRequestParams,
     ReadResourceRequestParams,
     ReadResourceResult,
     SetLevelRequestParams,
-    SubscribeRequestParams,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
     Tool,
-    UnsubscribeRequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -75,7 +66,7 @@ from toolkeeper.contract.model import ToolContract
 from toolkeeper.errors import ApprovalError, LedgerError
 from toolkeeper.gateway import resources
 from toolkeeper.gateway.peer import ClientPeer, LogLevels
-from toolkeeper.gateway.readonly import UpstreamReads
+from toolkeeper.gateway.readonly import UpstreamReads, install_handlers
 from toolkeeper.gateway.results import (
     RESUME_TOOL,
     advertised_output_schema,
@@ -517,59 +508,9 @@ class GatewayServer:
             federation, policy=lambda: self.harness.policy, publish=self._publish_updated
         )
         federation.on_resource_updated = reads.updated
-        handlers: list[tuple[str, Any, Any]] = [
-            ("prompts/list", PaginatedRequestParams, self._list_prompts),
-            ("prompts/get", GetPromptRequestParams, self._get_prompt),
-            ("resources/templates/list", PaginatedRequestParams, self._list_templates),
-            ("completion/complete", CompleteRequestParams, self._complete),
-            ("resources/subscribe", SubscribeRequestParams, self._subscribe),
-            ("resources/unsubscribe", UnsubscribeRequestParams, self._unsubscribe),
-        ]
-        for method, params_type, handler in handlers:
-            self.lowlevel.add_request_handler(method, params_type, handler)
-
-    def _upstream_reads(self) -> UpstreamReads:
-        assert self._reads is not None  # its handlers are registered only with it
-        return self._reads
-
-    async def _list_prompts(
-        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
-    ) -> ListPromptsResult:
-        prompts = self._upstream_reads().prompts(self._principal(ctx))
-        return ListPromptsResult.model_validate({"prompts": prompts})
-
-    async def _get_prompt(
-        self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams
-    ) -> GetPromptResult:
-        return await self._upstream_reads().get_prompt(self._principal(ctx), params)
-
-    async def _list_templates(
-        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
-    ) -> ListResourceTemplatesResult:
-        templates = self._upstream_reads().templates(self._principal(ctx))
-        return ListResourceTemplatesResult.model_validate({"resourceTemplates": templates})
-
-    async def _complete(
-        self, ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams
-    ) -> CompleteResult:
-        return await self._upstream_reads().complete(self._principal(ctx), params)
-
-    async def _subscribe(
-        self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
-    ) -> EmptyResult:
-        key = self._connection_key(ctx)
-        await self._upstream_reads().subscribe(
-            self._principal(ctx), str(params.uri), key=key, session=ctx.session
+        install_handlers(
+            self.lowlevel, reads, principal=self._principal, session=self._connection_key
         )
-        return EmptyResult()
-
-    async def _unsubscribe(
-        self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
-    ) -> EmptyResult:
-        self._principal(ctx)
-        key = self._connection_key(ctx)
-        await self._upstream_reads().unsubscribe(str(params.uri), key=key)
-        return EmptyResult()
 
     def _connection_key(self, ctx: ServerRequestContext[Any, Any]) -> str:
         """The session a subscription belongs to (HTTP ``Mcp-Session-Id``, or stdio's one
