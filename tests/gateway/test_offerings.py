@@ -480,3 +480,27 @@ def test_the_cli_lists_approves_and_diffs_a_prompt_by_its_key(
     out = capsys.readouterr().out
     assert "1 tool(s), 6 prompt(s) and resource(s), 0 approved" in out
     assert "changed    up/prompt:review  id=up.review" in out
+
+
+@pytest.mark.anyio
+async def test_the_log_sums_up_new_offerings_and_names_each_blocked_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A resource list may hold thousands of entries: the unapproved ones are one line per
+    upstream, while a blocked or changed one is named with its reason."""
+    with caplog.at_level("WARNING", logger="toolkeeper.gateway.upstreams.federation"):
+        async with gateway(tmp_path, approve=False):
+            pass
+    lines = [record.getMessage() for record in caplog.records]
+    assert (
+        lines.count(
+            "upstream up: 5 prompt(s) and resource(s) are new, not approved yet; review them with "
+            "`toolkeeper upstreams list CONFIG up`"
+        )
+        == 1
+    )
+    assert any(
+        line.startswith("upstream up: resource:docs://poisoned is not served: blocked")
+        for line in lines
+    )
+    assert not any("resource:docs://readme" in line for line in lines)

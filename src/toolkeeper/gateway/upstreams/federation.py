@@ -177,14 +177,25 @@ class Federation:
         for server, error in self.errors.items():
             if self._reported.get((server, "")) != error:
                 logger.warning("upstream %s is unreachable: %s", server, error)
-        withheld = self.withheld | {
-            key: report.reason
-            for key, report in self.offerings.items()
-            if report.status is not ToolStatus.APPROVED
-        }
+        withheld = dict(self.withheld)
+        unapproved: dict[str, int] = {}
+        for (server, key), report in self.offerings.items():
+            if report.status is ToolStatus.NEW:
+                # One line per upstream: a resource list may hold thousands of entries.
+                unapproved[server] = unapproved.get(server, 0) + 1
+            elif report.status is not ToolStatus.APPROVED:
+                withheld[(server, key)] = report.reason
+        for server, count in unapproved.items():
+            withheld[(server, ":new")] = (
+                f"{count} prompt(s) and resource(s) are new, not approved yet; review them "
+                f"with `toolkeeper upstreams list CONFIG {server}`"
+            )
         for (server, tool), reason in withheld.items():
             if self._reported.get((server, tool)) != reason:
-                logger.warning("upstream %s: %s is not served: %s", server, tool, reason)
+                if tool == ":new":
+                    logger.warning("upstream %s: %s", server, reason)
+                else:
+                    logger.warning("upstream %s: %s is not served: %s", server, tool, reason)
         self._reported = {**{(s, ""): e for s, e in self.errors.items()}, **withheld}
 
     async def aclose(self) -> None:
