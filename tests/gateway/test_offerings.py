@@ -504,3 +504,39 @@ async def test_the_log_sums_up_new_offerings_and_names_each_blocked_one(
         for line in lines
     )
     assert not any("resource:docs://readme" in line for line in lines)
+
+
+@pytest.mark.anyio
+async def test_an_approval_tells_listening_clients_of_both_eras_that_lists_changed(
+    tmp_path: Path,
+) -> None:
+    from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged
+
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(
+            message, types.PromptListChangedNotification | types.ResourceListChangedNotification
+        ):
+            heard.append(message.method)
+
+    async with (
+        gateway(tmp_path, approve=False) as (server, federation, _),
+        Client(server.lowlevel, mode="legacy", message_handler=on_message) as legacy,
+        Client(server.lowlevel, mode="2026-07-28") as modern,
+        modern.listen(prompts_list_changed=True, resources_list_changed=True) as subscription,
+    ):
+        assert (await legacy.list_prompts()).prompts == []  # its session is now known
+        approve_all(federation)
+        events = []
+        with anyio.fail_after(10):
+            while len(events) < 2:
+                events.append(await subscription.__anext__())
+            while len(heard) < 2:
+                await anyio.sleep(0.05)
+        assert {type(event) for event in events} == {PromptsListChanged, ResourcesListChanged}
+        assert sorted(heard) == [
+            "notifications/prompts/list_changed",
+            "notifications/resources/list_changed",
+        ]
+        assert [p.name for p in (await legacy.list_prompts()).prompts] == ["up.review"]
