@@ -59,10 +59,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def config(namespace: str = "up.", protocol: str = "auto", **env: str) -> UpstreamConfig:
+def config(
+    namespace: str = "up.", protocol: str = "auto", call_timeout: float | None = None, **env: str
+) -> UpstreamConfig:
     """The fixture upstream; `protocol` "legacy" keeps the link on the 2025 handshake."""
     return UpstreamConfig(
         protocol=protocol,
+        call_timeout=call_timeout,
         command=sys.executable,
         args=(str(FIXTURES / "offerings_server.py"),),
         namespace=namespace,
@@ -540,3 +543,40 @@ async def test_an_approval_tells_listening_clients_of_both_eras_that_lists_chang
             "notifications/resources/list_changed",
         ]
         assert [p.name for p in (await legacy.list_prompts()).prompts] == ["up.review"]
+
+
+@pytest.mark.anyio
+async def test_a_slow_or_failing_read_is_an_error_and_the_link_stays_up(tmp_path: Path) -> None:
+    """A read that times out, or that the upstream refuses (quoting its credential), is a
+    protocol error for that read only: the next read goes through on the same session."""
+    upstreams = {"up": config(call_timeout=1.0)}
+    async with gateway(tmp_path, upstreams=upstreams) as (server, federation, _):
+        federation.redactor.add(upstream.SECRET)
+        session = federation.link("up").client
+        async with Client(server.lowlevel) as client:
+            with pytest.raises(MCPError) as slow:
+                await client.read_resource("docs://pages/slow")
+            assert "did not answer resources/read within 1 s" in slow.value.error.message
+            with pytest.raises(MCPError) as refused:
+                await client.read_resource("docs://pages/refused")
+            assert refused.value.error.message == (
+                "cannot read docs://pages/refused: token [REDACTED] expired"
+            )
+            page = (await client.read_resource("docs://pages/9")).contents[0]
+        assert isinstance(page, types.TextResourceContents) and page.text == "page 9"
+        assert federation.link("up").client is session  # never torn down
+
+
+@pytest.mark.anyio
+async def test_a_subscription_the_upstream_refuses_is_not_kept(tmp_path: Path) -> None:
+    upstreams = {"up": config(protocol="legacy")}
+    async with (
+        gateway(tmp_path, upstreams=upstreams) as (server, federation, _),
+        Client(server.lowlevel, mode="legacy") as client,
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            with pytest.raises(MCPError, match="cannot be watched"):
+                await client.subscribe_resource("docs://pages/refused")
+            await client.subscribe_resource("docs://pages/1")
+        assert federation.link("up").subscriptions == {"docs://pages/1"}

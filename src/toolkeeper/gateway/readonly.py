@@ -183,8 +183,18 @@ class UpstreamReads:
                 message=f"the gateway holds {MAX_SUBSCRIBED} resource subscriptions already; "
                 "unsubscribe from some first",
             )
+        fresh = key not in self._subscribers.get(uri, {})
         self._subscribers[uri][key] = (principal, session)
-        await self._resubscribe(offering.server)
+        try:
+            await self._resubscribe(offering.server)
+        except MCPError:  # the upstream refused it: this session is not subscribed
+            if fresh:
+                self._subscribers[uri].pop(key, None)
+                if not self._subscribers[uri]:
+                    del self._subscribers[uri]
+                if uri not in self._subscribers and uri not in self._listening:
+                    self._federation.link(offering.server).subscriptions -= {uri}
+            raise
 
     async def unsubscribe(self, uri: str, *, key: str) -> None:
         sessions = self._subscribers.get(uri)

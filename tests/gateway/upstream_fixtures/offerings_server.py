@@ -119,6 +119,10 @@ async def read_resource(_ctx: Any, params: ReadResourceRequestParams) -> ReadRes
         return ReadResourceResult(
             contents=[BlobResourceContents(uri=uri, mime_type="image/png", blob=blob)]
         )
+    if name == "pages/slow":
+        await anyio.sleep(60)  # longer than any test waits
+    if name == "pages/refused":
+        raise MCPError(code=-32603, message=f"cannot read {uri}: token {SECRET} expired")
     if name.startswith("pages/"):
         text = f"page {name.removeprefix('pages/')}"
     elif name in RESOURCES:
@@ -165,6 +169,8 @@ BUS = InMemorySubscriptionBus()
 async def subscribe(
     ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
 ) -> EmptyResult:
+    if str(params.uri).endswith("/pages/refused"):
+        raise MCPError(code=-32603, message="this page cannot be watched")
     SUBSCRIBERS.setdefault(str(params.uri), set()).add(ctx.session)
     return EmptyResult()
 

@@ -378,19 +378,31 @@ class UpstreamLink:
                 code=INTERNAL_ERROR,
                 message=f"upstream {self.name!r} is unreachable ({self._state()}): {self.error}",
             )
+        timeout = self.config.call_timeout or self.config.timeout
         try:
-            with anyio.fail_after(self.config.call_timeout or self.config.timeout):
+            with anyio.fail_after(timeout):
                 return await send(client)
         except MCPError as exc:
             raise MCPError(
                 code=exc.error.code, message=self.redactor.redact_text(exc.error.message)
             ) from None
-        except Exception as exc:
+        except TimeoutError:  # a slow answer; the session itself may be fine
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"upstream {self.name!r} did not answer {what} within {timeout:g} s",
+            ) from None
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             self._failed(exc)
-            self.lost()
+            self.lost()  # the connection is gone: the supervisor replaces it
             raise MCPError(
                 code=INTERNAL_ERROR,
                 message=f"upstream {self.name!r} failed to answer {what}: {self.error}",
+            ) from None
+        except Exception as exc:  # e.g. a result that is not what the method returns
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"upstream {self.name!r} answered {what} with an invalid result: "
+                f"{self.redactor.redact_text(describe(exc))}",
             ) from None
 
     async def subscribe(self, uris: frozenset[str]) -> None:
