@@ -97,7 +97,7 @@ done
 pids+=($!)
 gateway=""
 for _ in $(seq 1 300); do
-  gateway=$(sed -n 's/^toolkeeper gateway listening on //p' "$work/serve.out")
+  gateway=$(sed -n 's/^toolkeeper gateway listening on //p' "$work/serve.out" 2>/dev/null || true)
   [ -n "$gateway" ] && break
   sleep 0.2
 done

@@ -44,13 +44,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The gateway's ledger goes to the work directory: its config names home relative to the cwd.
-(cd "$work" && exec "$python" -m toolkeeper serve "$fixture/toolkeeper.toml" --http 127.0.0.1:0) \
+# The gateway's ledger goes to the work directory: the config names home relative to its own
+# folder, so the config and its tools module are served from a copy there.
+cp "$fixture/toolkeeper.toml" "$fixture/conformance_tools.py" "$work/"
+"$python" -m toolkeeper serve "$work/toolkeeper.toml" --http 127.0.0.1:0 \
   >"$work/serve.out" 2>"$work/serve.err" &
 server_pid=$!
 url=""
 for _ in $(seq 1 300); do
-  url=$(sed -n 's/^toolkeeper gateway listening on //p' "$work/serve.out")
+  url=$(sed -n 's/^toolkeeper gateway listening on //p' "$work/serve.out" 2>/dev/null || true)
   [ -n "$url" ] && break
   if ! kill -0 "$server_pid" 2>/dev/null; then
     echo "conformance: the gateway exited:" >&2

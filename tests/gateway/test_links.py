@@ -232,7 +232,9 @@ def upstream_entry(namespace: str, **env: str) -> dict[str, Any]:
         "namespace": namespace,
         "env": env,
         # Vouched read-only, so the default policy needs no approval for them.
-        "tools": {name: {"side_effect": "none"} for name in ("pid", "work", "ask", "sample")},
+        "tools": {
+            name: {"side_effect": "none"} for name in ("pid", "work", "ask", "sample", "roots")
+        },
     }
 
 
@@ -379,6 +381,10 @@ class Answering:
         content = types.TextContent(type="text", text="banana")
         return types.CreateMessageResult(role="assistant", content=content, model="test")
 
+    async def on_roots(self, _ctx: Any) -> types.ListRootsResult | types.ErrorData:
+        self.asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="p")])
+
 
 @asynccontextmanager
 async def gateway_client(
@@ -396,6 +402,7 @@ async def gateway_client(
         callbacks |= {
             "elicitation_callback": answering.on_elicit,
             "sampling_callback": answering.on_sample,
+            "list_roots_callback": answering.on_roots,
         }
     async with Client(parameters, mode="legacy", **callbacks) as client:
         with anyio.fail_after(30):
@@ -448,6 +455,38 @@ async def test_elicitation_and_sampling_reach_the_calling_client_and_are_recorde
     home = tmp_path / "home"
     assert {"elicitation_forwarded", "elicitation_answered"} <= set(trail_of(home, "up.ask"))
     assert {"sampling_forwarded", "sampling_answered"} <= set(trail_of(home, "up.sample"))
+
+
+@UPSTREAM_ERAS
+async def test_an_upstream_asking_for_roots_mid_call_gets_the_calling_clients(
+    tmp_path: Path,
+    era: str,
+) -> None:
+    """``roots/list`` passes through like elicitation: to the client whose call asked, when
+    policy (``Action::"roots"``) allows, recorded on the call's trail."""
+    answering = Answering()
+    async with gateway_client(tmp_path, INVOKE_ONLY, answering, era=era) as client:
+        listed = await client.call_tool("up.roots", {})
+    assert "roots: file:///work/project" in text_of(listed), listed
+    assert "roots" in answering.asked
+    assert {"roots_forwarded", "roots_answered"} <= set(trail_of(tmp_path / "home", "up.roots"))
+
+
+@UPSTREAM_ERAS
+async def test_roots_are_refused_when_policy_forbids_them(tmp_path: Path, era: str) -> None:
+    no_roots = (
+        INVOKE_ONLY
+        + """
+@id("tests.no_roots")
+forbid (principal, action == Toolkeeper::Action::"roots", resource);
+"""
+    )
+    answering = Answering()
+    async with gateway_client(tmp_path, no_roots, answering, era=era) as client:
+        refused = await client.call_tool("up.roots", {})
+    assert refused.is_error
+    assert "roots" not in answering.asked
+    assert "roots_refused" in trail_of(tmp_path / "home", "up.roots")
 
 
 @UPSTREAM_ERAS

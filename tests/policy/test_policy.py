@@ -97,6 +97,8 @@ def test_default_policies_text_names_every_shipped_policy() -> None:
         "toolkeeper.committing_requires_approval",
         "toolkeeper.code_mode",
         "toolkeeper.upstream_requests",
+        "toolkeeper.upstream_resources",
+        "toolkeeper.upstream_prompts",
         "toolkeeper.missing_capability",
         "toolkeeper.tenant_boundary",
     )
@@ -183,10 +185,10 @@ def test_policy_without_id_annotation_is_named_by_cedar_id() -> None:
     engine = CedarPolicyEngine(
         policies='permit (principal, action, resource) when { resource.id == "lint" };'
     )
-    # Cedar numbers policies in order: the six shipped ones come first.
+    # Cedar numbers policies in order: the eight shipped ones come first.
     assert decide(engine, tool("lint", "reversible")).policy_ids == (
-        "policy6",
-    )  # after the six shipped policies
+        "policy8",
+    )  # after the eight shipped policies
 
 
 def test_target_resource_is_in_the_context() -> None:

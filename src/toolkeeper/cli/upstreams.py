@@ -1,6 +1,9 @@
 """`toolkeeper upstreams list|approve|diff CONFIG [SERVER [TOOL]]`: review what upstream MCP
 servers offer and approve exact definitions before the gateway serves them.
 
+What is reviewed is every tool, and every prompt, resource and resource template, named by
+its pin key (``prompt:review``, ``resource:docs://readme``, ``template:docs://{page}``).
+
 Each command connects to every upstream of the configuration (collisions are judged across
 all of them), records what each offers in the pin store, and then shows, approves or diffs.
 An approval pins the definition the operator just saw: if the upstream changes it before the
@@ -32,7 +35,8 @@ _APPROVABLE = (ToolStatus.NEW, ToolStatus.CHANGED)
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "upstreams", help="review and approve the tools of upstream MCP servers"
+        "upstreams",
+        help="review and approve the tools, prompts and resources of upstream MCP servers",
     )
     commands = parser.add_subparsers(dest="upstreams_command", metavar="ACTION", required=True)
     listing = commands.add_parser("list", help="every upstream tool with its status and findings")
@@ -55,7 +59,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", type=Path, help="gateway configuration (.toml, .yaml, .json)")
     parser.add_argument("server", nargs="?", help="one upstream server of the configuration")
-    parser.add_argument("tool", nargs="?", help="one tool of that server (its upstream name)")
+    parser.add_argument(
+        "tool",
+        nargs="?",
+        help="one tool of that server (its upstream name), or a prompt, resource or template "
+        "by its key (prompt:NAME, resource:URI, template:URI_TEMPLATE)",
+    )
     parser.add_argument("--home", type=Path, default=None, help="state directory (default: home)")
     add_format(parser)
 
@@ -102,7 +111,11 @@ def run_list(args: argparse.Namespace) -> int:
             print(f"    ! {_finding_line(finding)}")
     for server, error in sorted(errors.items()):
         print(f"unreachable {visible(server)}: {visible(error)}")
-    print(f"{len(tools)} tool(s), {sum(t.status is ToolStatus.APPROVED for t in tools)} approved")
+    offered = sum(t.kind != "tool" for t in tools)
+    approved = sum(t.status is ToolStatus.APPROVED for t in tools)
+    print(
+        f"{len(tools) - offered} tool(s), {offered} prompt(s) and resource(s), {approved} approved"
+    )
     return 1 if errors else 0
 
 
@@ -182,6 +195,7 @@ def _finding_line(finding: Finding) -> str:
 def _as_json(tool: UpstreamTool) -> dict[str, Any]:
     return {
         "server": tool.server,
+        "kind": tool.kind,
         "name": tool.name,
         "id": tool.contract_id,
         "hash": tool.hash,

@@ -69,12 +69,14 @@ _MAX_INPUT_ROUNDS = 8
 _ASKED_BY: dict[str, ClientRequest] = {
     "elicitation/create": "elicit",
     "sampling/createMessage": "sample",
+    "roots/list": "roots",
 }
 _ANSWER_TYPES: dict[ClientRequest, Any] = {
     "elicit": types.ElicitResult,
     "sample": types.CreateMessageResult,
+    "roots": types.ListRootsResult,
 }
-_KIND: dict[ClientRequest, str] = {"elicit": "elicitation", "sample": "sampling"}
+_KIND: dict[ClientRequest, str] = {"elicit": "elicitation", "sample": "sampling", "roots": "roots"}
 _SESSION_GONE = ("session not found", "session terminated", "no valid session")
 """How servers word their refusal of a session they no longer have: the SDK server's 404
 body, the SDK client's stand-in for a bare 404, the TypeScript SDK's 400."""
@@ -311,6 +313,7 @@ class CallsInFlight:
         return {
             "elicitation_callback": self._elicit,
             "sampling_callback": self._sample,
+            "list_roots_callback": self._roots,
             "logging_callback": self._log,
             "log_level": "debug",  # a 2026 server logs only when asked; the client filters
         }
@@ -342,14 +345,29 @@ class CallsInFlight:
             return answer
         return types.CreateMessageResult.model_validate(answer, by_name=False)
 
+    async def _roots(
+        self, _context: ClientRequestContext
+    ) -> types.ListRootsResult | types.ErrorData:
+        """The calling client's roots. Asked outside a call (a server asking once it is
+        initialized), the gateway has no client to ask and answers an error, which servers
+        treat as "no roots" and keep their configured directories."""
+        answer = await self._ask("roots", None)
+        if isinstance(answer, types.ErrorData):
+            return answer
+        return types.ListRootsResult.model_validate(answer, by_name=False)
+
     async def _ask(self, kind: ClientRequest, params: Any) -> dict[str, Any] | types.ErrorData:
         """The calling client's answer, or a refusal worded as the SDK words its own
         ("Elicitation not supported"), which the tool's failure then echoes."""
         peer, why = self._sole()
-        refused = _INPUT_REQUESTS["elicitation" if kind == "elicit" else "sampling"][1]
+        refused = _INPUT_REQUESTS[_KIND[kind]][1]
         if peer is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f"{refused}: {why}")
-        wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        wire = (
+            params.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if params is not None
+            else {}
+        )
         try:
             return await peer.ask(kind, wire)
         except InputRefused as exc:

@@ -2,9 +2,9 @@
 
 What an upstream sends mid-call goes back on the request it belongs to: progress under the
 client's own ``progressToken`` (nothing when it sent none), log messages on the call's
-stream (on 2026-07-28 only at the level the request opted in to), and elicitation and
-sampling as requests related to the call — when the client declared the capability and
-its era has a channel for them (a 2026-07-28 client has none mid-call: the gateway's own
+stream (on 2026-07-28 only at the level the request opted in to), and elicitation, sampling
+and ``roots/list`` as requests related to the call — when the client declared the capability
+and its era has a channel for them (a 2026-07-28 client has none mid-call: the gateway's own
 ``tools/call`` would have to answer ``input_required``, which it does not). Policy and the
 ledger see each request first (runtime/peer.py).
 """
@@ -25,8 +25,9 @@ from toolkeeper.runtime.peer import InputRefused
 _CAPABILITY = {
     "elicit": types.ClientCapabilities(elicitation=types.ElicitationCapability()),
     "sample": types.ClientCapabilities(sampling=types.SamplingCapability()),
+    "roots": types.ClientCapabilities(roots=types.RootsCapability()),
 }
-_NAMES = {"elicit": "elicitation", "sample": "sampling"}
+_NAMES = {"elicit": "elicitation", "sample": "sampling", "roots": "roots"}
 _SEVERITY: tuple[types.LoggingLevel, ...] = (
     "debug",
     "info",
@@ -111,6 +112,11 @@ class ClientPeer:
                 {"method": "elicitation/create", "params": params}, by_name=False
             )
             answer_type = types.ElicitResult
+        elif request == "roots":
+            outgoing = types.ListRootsRequest.model_validate(
+                {"method": "roots/list", "params": params or None}, by_name=False
+            )
+            answer_type = types.ListRootsResult
         else:
             outgoing = types.CreateMessageRequest.model_validate(
                 {"method": "sampling/createMessage", "params": params}, by_name=False

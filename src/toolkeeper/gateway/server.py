@@ -35,7 +35,14 @@ from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestCont
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
@@ -61,6 +68,7 @@ from toolkeeper.discovery.progressive import LOAD_TOOLS, META_TOOLS, MetaTools
 from toolkeeper.errors import ApprovalError, LedgerError
 from toolkeeper.gateway import resources
 from toolkeeper.gateway.peer import ClientPeer, LogLevels
+from toolkeeper.gateway.readonly import UpstreamReads, install_handlers
 from toolkeeper.gateway.results import (
     RESUME_TOOL,
     advertised_output_schema,
@@ -120,8 +128,11 @@ class _Server(Server[dict[str, Any]]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
+        every_change = NotificationOptions(
+            tools_changed=True, prompts_changed=True, resources_changed=True
+        )
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options or every_change,
             experimental_capabilities,
             extensions,
         )
@@ -182,6 +193,8 @@ class _Audience:
     the listing they were last told about."""
 
     stamp: str
+    offered: tuple[str, ...] = ()
+    """The stamp of the prompts and resources it was last told about (`UpstreamReads`)."""
     bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
     listen: ListenHandler = field(init=False)
 
@@ -273,6 +286,9 @@ class GatewayServer:
             "logging/setLevel", SetLevelRequestParams, self._set_level
         )
         self.lowlevel.middleware.append(self._remember_session)
+        self._reads: UpstreamReads | None = None
+        if federation is not None:
+            self._serve_upstream_reads(federation)
 
     def __repr__(self) -> str:
         return f"GatewayServer({self.harness!r}, sessions={len(self._sessions)})"
@@ -360,7 +376,10 @@ class GatewayServer:
 
     def _catalog_state(self) -> Hashable:
         """Changes whenever what any principal may list changes."""
-        return self.harness.registry.generation, self._served()
+        offered = None
+        if self._federation is not None:
+            offered = frozenset((o.kind, o.served_as, o.server) for o in self._federation.routes)
+        return self.harness.registry.generation, self._served(), offered
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
@@ -492,9 +511,11 @@ class GatewayServer:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
-        """Stored results are read by the URI their call answered with, never listed."""
-        self._principal(ctx)
-        return ListResourcesResult(resources=[])
+        """The upstreams' resources the caller may read (stored results are read by the URI
+        their call answered with, never listed)."""
+        principal = self._principal(ctx)
+        listed = self._reads.resources(principal) if self._reads is not None else []
+        return ListResourcesResult.model_validate({"resources": listed})
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
@@ -502,9 +523,67 @@ class GatewayServer:
         principal = self._principal(ctx)
         if resources.serves(params.uri):
             return await resources.read_artifact(self.harness, principal, params.uri)
+        if self._reads is not None:
+            return await self._reads.read(principal, params.uri)
         raise MCPError(
             code=resources.RESOURCE_NOT_FOUND, message=f"resource not found: {params.uri}"
         )
+
+    # -- upstream prompts and resources (readonly.py) ------------------------------------------
+
+    def _serve_upstream_reads(self, federation: Federation) -> None:
+        """Serve the prompts, resources, completions and resource subscriptions of the
+        federation's upstreams (the prompts and completions capabilities come with them)."""
+        reads = self._reads = UpstreamReads(
+            federation, policy=lambda: self.harness.policy, publish=self._publish_updated
+        )
+        federation.on_resource_updated = reads.updated
+        install_handlers(
+            self.lowlevel, reads, principal=self._principal, session=self._connection_key
+        )
+
+    def _connection_key(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The session a subscription belongs to (HTTP ``Mcp-Session-Id``, or stdio's one
+        connection); a connection without one has no channel to hear updates on."""
+        key = self._session_of(ctx)
+        if key is None:
+            raise MCPError(
+                code=INVALID_REQUEST,
+                message="resource subscriptions need a session (Mcp-Session-Id) to deliver "
+                "updates on; use a stateful connection",
+            )
+        return key
+
+    async def _publish_updated(self, uri: str, allowed: Callable[[Principal], bool]) -> None:
+        """Tell the 2026 listen streams of the principals `allowed` admits that `uri`
+        changed (each stream's filter keeps it to those that named `uri`)."""
+        for principal, audience in list(self._audiences.items()):
+            if allowed(principal):
+                await audience.bus.publish(ResourceUpdated(uri))
+
+    async def _notify_offerings_changed(self) -> None:
+        """Like `notify_tools_changed`, for the prompts and resources each principal may
+        list: 2025 sessions hear both list_changed notifications, 2026 listeners the events."""
+        reads = self._reads
+        if reads is None:
+            return
+        changed = set()
+        for principal, audience in list(self._audiences.items()):
+            stamp = reads.stamp(principal)
+            if stamp != audience.offered:
+                audience.offered = stamp
+                changed.add(principal)
+                await audience.bus.publish(PromptsListChanged())
+                await audience.bus.publish(ResourcesListChanged())
+        for key, (principal, session) in list(self._sessions.items()):
+            if principal not in changed:
+                continue
+            try:
+                with anyio.fail_after(1):
+                    await session.send_prompt_list_changed()
+                    await session.send_resource_list_changed()
+            except Exception:
+                self._sessions.pop(key, None)
 
     async def _set_level(
         self, ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams
@@ -587,13 +666,25 @@ class GatewayServer:
     async def _listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
-        """A 2026 ``subscriptions/listen`` stream, fed by its principal's own bus."""
-        return await self._audience(self._principal(ctx)).listen(ctx, params)
+        """A 2026 ``subscriptions/listen`` stream, fed by its principal's own bus; the
+        upstream resources it names are subscribed for as long as it is open."""
+        principal = self._principal(ctx)
+        uris = tuple(params.notifications.resource_subscriptions or ())
+        if self._reads is None or not uris:
+            return await self._audience(principal).listen(ctx, params)
+        counted = await self._reads.listen(principal, uris)
+        try:
+            return await self._audience(principal).listen(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._reads.unlisten(counted)
 
     def _audience(self, principal: Principal) -> _Audience:
         audience = self._audiences.get(principal)
         if audience is None:
-            audience = self._audiences[principal] = _Audience(self._listing(principal).stamp)
+            offered = self._reads.stamp(principal) if self._reads is not None else ()
+            audience = _Audience(self._listing(principal).stamp, offered)
+            self._audiences[principal] = audience
             if len(self._audiences) > MAX_TRACKED_SESSIONS:
                 self._audiences.popitem(last=False)
         self._audiences.move_to_end(principal)
@@ -654,6 +745,7 @@ class GatewayServer:
                 seen = current
                 logger.info("the tool catalog changed; notifying clients")
                 await self.notify_tools_changed()
+                await self._notify_offerings_changed()
 
     def _pins_stamp(self) -> tuple[int, int] | None:
         if self._federation is None:

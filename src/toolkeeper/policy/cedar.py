@@ -3,10 +3,14 @@
 The Cedar model:
 
     principal  Toolkeeper::Principal::"<id>"       tenant, kind, capabilities (Set<String>)
-    action     Toolkeeper::Action::"invoke" (run the tool), "elicit" and "sample" (the tool's
-               upstream asks the calling client for input or for a completion mid-call)
+    action     Toolkeeper::Action::"invoke" (run the tool), "elicit", "sample" and "roots"
+               (the tool's upstream asks the calling client for input, a completion or its
+               roots mid-call)
     resource   Toolkeeper::Tool::"<id@version>"    id, version, side_effect, open_world,
                idempotency, required_capabilities, input_classification, output_classification
+    (reads)    Toolkeeper::Action::"read_resource" on Toolkeeper::Resource::"<uri>" and
+               "get_prompt" on Toolkeeper::Prompt::"<name>" (an upstream's, served read-only
+               by the gateway): attributes server, kind (resource, template, prompt), name
     context    arguments, environment (records), omitted (Set<String>), tenant?, target?
 
 Annotations on permits shape the outcome: `@approval("required")` asks a human,
@@ -51,6 +55,7 @@ from toolkeeper.policy.decision import (
     Decision,
     PolicyDecision,
     PolicyRequest,
+    ReadRequest,
     engine_error,
     parse_conditions,
     string_continues,
@@ -64,6 +69,11 @@ if TYPE_CHECKING:
 _PRINCIPAL_TYPE = "Toolkeeper::Principal"
 _TOOL_TYPE = "Toolkeeper::Tool"
 _ACTION_TYPE = "Toolkeeper::Action"
+_READ_TYPES = {
+    "prompt": "Toolkeeper::Prompt",
+    "resource": "Toolkeeper::Resource",
+    "template": "Toolkeeper::Resource",
+}
 # Cedar's JSON reads a record with one of these keys as an entity or extension value: an
 # argument could otherwise smuggle in `{"__entity": ...}` and impersonate a principal.
 _RESERVED_KEYS = frozenset({"__entity", "__extn", "__expr"})
@@ -178,7 +188,8 @@ class CedarPolicyEngine:
                 self._policy_set,
                 _entities(request.principal, tool),
             )
-            decision = self._interpret(result, request, inexact)
+            asked = f"{request.principal.id} to {request.action} {request.contract.ref}"
+            decision = self._interpret(result, asked, inexact)
         except _Unrepresentable as exc:
             return PolicyDecision(
                 Decision.DENY,
@@ -191,8 +202,51 @@ class CedarPolicyEngine:
             self._decisions.keep(key, decision)
         return decision
 
+    def decide_read(self, request: ReadRequest) -> PolicyDecision:
+        """Decide a read of an upstream's prompt or resource; never raises. Not cached: a
+        read costs one evaluation, and the ids are the upstream's, unbounded in number."""
+        try:
+            context: dict[str, Any] = {}
+            tenant = request.environment.get("tenant")
+            if tenant is not None:
+                context["tenant"] = str(tenant)
+            kind = _READ_TYPES.get(request.kind)
+            if kind is None:
+                raise ValueError(f"unknown kind {request.kind!r}")
+            principal = request.principal
+            entities = [
+                {
+                    "uid": {"type": _PRINCIPAL_TYPE, "id": principal.id},
+                    "attrs": {
+                        "tenant": principal.tenant,
+                        "kind": principal.kind,
+                        "capabilities": sorted(principal.capabilities),
+                    },
+                    "parents": [],
+                },
+                {
+                    "uid": {"type": kind, "id": request.id},
+                    "attrs": {"server": request.server, "kind": request.kind},
+                    "parents": [],
+                },
+            ]
+            result = cedarpy.is_authorized(
+                {
+                    "principal": {"type": _PRINCIPAL_TYPE, "id": principal.id},
+                    "action": {"type": _ACTION_TYPE, "id": request.action},
+                    "resource": {"type": kind, "id": request.id},
+                    "context": context,
+                },
+                self._policy_set,
+                cedarpy.Entities.from_json_str(json.dumps(entities)),
+            )
+            asked = f"{principal.id} to {request.action} {request.kind} {request.id!r}"
+            return self._interpret(result, asked, {})
+        except Exception as exc:
+            return engine_error(f"Cedar evaluation failed: {type(exc).__name__}: {exc}")
+
     def _interpret(
-        self, result: cedarpy.AuthzResult, request: PolicyRequest, inexact: dict[str, str]
+        self, result: cedarpy.AuthzResult, asked: str, inexact: dict[str, str]
     ) -> PolicyDecision:
         fired = sorted((self._policies[pid] for pid in result.diagnostics.reasons), key=_by_order)
         labels = tuple(policy.label for policy in fired)
@@ -212,10 +266,7 @@ class CedarPolicyEngine:
             return PolicyDecision(
                 Decision.DENY,
                 ("toolkeeper.default_deny",),
-                (
-                    f"no policy permits {request.principal.id} to {request.action} "
-                    f"{request.contract.ref}",
-                ),
+                (f"no policy permits {asked}",),
             )
         asking = [policy for policy in fired if policy.approval]
         if asking:

@@ -14,7 +14,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toolkeeper.errors import PolicyError
 from toolkeeper.schema.document import resolve
@@ -223,6 +223,53 @@ class PolicyEngine(Protocol):
     """The policy seam: any object that decides a `PolicyRequest`."""
 
     def decide(self, request: PolicyRequest) -> PolicyDecision: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadRequest:
+    """A principal asking to read what an upstream offers read-only (the gateway's
+    federated prompts and resources): no tool runs, so there is no contract or argument."""
+
+    principal: Principal
+    action: str
+    """``read_resource`` (list, read, subscribe to, complete a template of a resource) or
+    ``get_prompt`` (list, get, complete an argument of a prompt)."""
+    kind: str
+    """``resource``, ``template`` (a URI one of its templates matches) or ``prompt``."""
+    id: str
+    """The URI read, or the prompt's name, as the client names it."""
+    server: str
+    """The upstream that offers it."""
+    environment: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@runtime_checkable
+class ReadPolicy(Protocol):
+    """An engine that also judges `ReadRequest`s; one that does not denies every read."""
+
+    def decide_read(self, request: ReadRequest) -> PolicyDecision: ...
+
+
+def decide_read_safely(engine: object, request: ReadRequest) -> PolicyDecision:
+    """Ask `engine` about a read, and deny unless it answers a well-formed allow: a read
+    cannot wait for an approval, and has no arguments a condition could hold to."""
+    name = type(engine).__name__
+    if not isinstance(engine, ReadPolicy):
+        return PolicyDecision(
+            Decision.DENY,
+            ("toolkeeper.reads_unjudged",),
+            (f"policy engine {name} does not judge reads (it has no decide_read)",),
+        )
+    try:
+        answer = engine.decide_read(request)
+    except Exception as exc:
+        return engine_error(f"policy engine {name} raised {type(exc).__name__}: {exc}")
+    problem = _malformed(answer)
+    if problem:
+        return engine_error(f"policy engine {name} returned {problem}")
+    if answer.decision != Decision.ALLOW:
+        return dataclasses.replace(answer, decision=Decision.DENY)
+    return dataclasses.replace(answer, decision=Decision.ALLOW)
 
 
 def decide_safely(engine: PolicyEngine, request: PolicyRequest) -> PolicyDecision:

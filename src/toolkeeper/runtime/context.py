@@ -15,9 +15,10 @@ from typing import Any, Literal, Protocol
 from toolkeeper.runtime.grants import Grant
 from toolkeeper.runtime.invocation import Principal
 
-ClientRequest = Literal["elicit", "sample"]
+ClientRequest = Literal["elicit", "sample", "roots"]
 """What a tool may ask of the client that called it mid-call: input from its user
-(elicitation), or a completion from its model (sampling)."""
+(elicitation), a completion from its model (sampling), or the filesystem roots it works in
+(``roots/list``)."""
 
 
 class Peer(Protocol):

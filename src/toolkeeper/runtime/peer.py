@@ -1,12 +1,12 @@
 """The calling client, as a running tool may reach it: governed and recorded.
 
-An upstream MCP tool may report progress, log, and ask its client for input (elicitation)
-or a completion (sampling) while it runs. Behind the gateway that client is the one that
-made the call, and nobody else. `GovernedPeer` wraps it for one call: progress and log
-messages pass through, and each request is judged by policy first — Cedar's
-``Action::"elicit"`` and ``Action::"sample"`` on the tool, for the calling principal — and
-recorded on the call's trail (asked, refused with why, answered with the user's action),
-so the ledger shows every time a tool reached past its arguments.
+An upstream MCP tool may report progress, log, and ask its client for input (elicitation),
+a completion (sampling) or its roots (``roots/list``) while it runs. Behind the gateway
+that client is the one that made the call, and nobody else. `GovernedPeer` wraps it for one
+call: progress and log messages pass through, and each request is judged by policy first —
+Cedar's ``Action::"elicit"``, ``Action::"sample"`` and ``Action::"roots"`` on the tool, for
+the calling principal — and recorded on the call's trail (asked, refused with why, answered
+with the user's action), so the ledger shows every time a tool reached past its arguments.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from toolkeeper.runtime.context import ClientRequest, Peer
 if TYPE_CHECKING:
     from toolkeeper.runtime.call import Call
 
-_WHAT = {"elicit": "elicitation", "sample": "sampling"}
+_WHAT = {"elicit": "elicitation", "sample": "sampling", "roots": "roots"}
 
 
 class InputRefused(Exception):

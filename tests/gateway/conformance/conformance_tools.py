@@ -1,10 +1,10 @@
 """The tools the official MCP conformance suite calls by name (npm
 @modelcontextprotocol/conformance, server scenarios), served by `toolkeeper serve`.
 
-Only tools whose checks a governed gateway can meet are here: every answer is the envelope as
-text plus structured content, so the scenarios that need image, audio or embedded-resource
-content, log or progress notifications, or requests to the client (sampling, elicitation)
-have no tool and are listed as expected failures beside this file.
+Plain results are the envelope's text; the content scenarios (image, audio, embedded
+resource, mixed) return a `ToolAnswer` whose blocks the gateway sends as the tool sent them;
+progress, log messages, elicitation and sampling go through the call's governed peer. What
+no governed tool can do is listed as expected failures beside this file.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolkeeper import ToolContext, tool
-from toolkeeper.executors import ToolFailure
+from toolkeeper.executors import ToolAnswer, ToolFailure
 from toolkeeper.runtime.context import Peer
 
 JSON_SCHEMA_2020_12 = {
@@ -51,6 +51,53 @@ def test_error_handling() -> str:
 def json_schema_2020_12_tool(name: str | None = None, address: dict[str, Any] | None = None) -> str:
     """Echo the arguments (scenario json-schema-2020-12 lists this tool's schema)."""
     return f"name={name} address={address}"
+
+
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
+    "rkJggg=="
+)
+WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+
+
+def _blocks(*blocks: dict[str, Any]) -> ToolAnswer:
+    """Content blocks as an MCP tool sends them; the value is what a library caller reads."""
+    return ToolAnswer(value={"blocks": len(blocks)}, blocks=blocks)
+
+
+def _resource(uri: str, mime: str, text: str) -> dict[str, Any]:
+    return {"type": "resource", "resource": {"uri": uri, "mimeType": mime, "text": text}}
+
+
+@tool(side_effect="none", idempotency="natural")
+def test_image_content() -> ToolAnswer:
+    """One image block (scenario tools-call-image)."""
+    return _blocks({"type": "image", "data": PNG, "mimeType": "image/png"})
+
+
+@tool(side_effect="none", idempotency="natural")
+def test_audio_content() -> ToolAnswer:
+    """One audio block (scenario tools-call-audio)."""
+    return _blocks({"type": "audio", "data": WAV, "mimeType": "audio/wav"})
+
+
+@tool(side_effect="none", idempotency="natural")
+def test_embedded_resource() -> ToolAnswer:
+    """One embedded resource block (scenario tools-call-embedded-resource)."""
+    text = "This is an embedded resource content."
+    return _blocks(_resource("test://embedded-resource", "text/plain", text))
+
+
+@tool(side_effect="none", idempotency="natural")
+def test_multiple_content_types() -> ToolAnswer:
+    """Text, image and embedded resource, in that order (scenario tools-call-mixed-content)."""
+    return _blocks(
+        {"type": "text", "text": "Multiple content types test:"},
+        {"type": "image", "data": PNG, "mimeType": "image/png"},
+        _resource(
+            "test://mixed-content-resource", "application/json", '{"test": "data", "value": 123}'
+        ),
+    )
 
 
 # The client that made the call, through the ToolContext's governed peer: progress, log

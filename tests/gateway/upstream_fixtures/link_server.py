@@ -1,5 +1,6 @@
 """An upstream MCP server for the link tests (restart, respawn, slow start, process lifetime,
-notifications and requests to the client), driven by its environment.
+notifications and requests to the client: elicitation, sampling, roots), driven by its
+environment.
 
     LINK_DELAY   seconds to wait before serving (a slow upstream)
     LINK_CHILD   "1": start a grandchild that sleeps and never reads stdin (it must still die
@@ -21,10 +22,10 @@ from typing import Annotated
 import anyio
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
+from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
-from mcp.types import CreateMessageResult, SamplingMessage, TextContent
+from mcp.types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 
 server = MCPServer("links", log_level="WARNING")
@@ -75,6 +76,15 @@ async def ask(answer: Annotated[Answer, Resolve(_name)]) -> str:
 async def sample(reply: Annotated[CreateMessageResult, Resolve(_word)]) -> str:
     content = reply.content
     return content.text if isinstance(content, TextContent) else str(content)
+
+
+def _roots() -> ListRoots:
+    return ListRoots()
+
+
+@server.tool(description="List the client's roots.")
+async def roots(listed: Annotated[ListRootsResult, Resolve(_roots)]) -> str:
+    return "roots: " + " ".join(str(root.uri) for root in listed.roots)
 
 
 async def _legacy() -> None:

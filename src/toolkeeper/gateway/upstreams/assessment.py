@@ -61,6 +61,11 @@ class UpstreamTool:
     contract: ToolContract | None = field(default=None, repr=False)
     presentation: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """`PRESENTATION_FIELDS` as listed."""
+    kind: str = "tool"
+    """``tool``, or what else an upstream offers read-only: ``prompt``, ``resource`` or
+    ``template`` (a resource template); `name` is then its `pins.offering_key`."""
+    listed: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """A prompt's or resource's definition as listed, which the gateway lists on."""
 
 
 def assess(
@@ -132,27 +137,44 @@ def _assess_one(
         contract = _contract(tool, config, contract_id, digest)
     except ToolkeeperError as exc:
         return report(ToolStatus.INVALID, f"cannot become a contract: {exc}")
-    pin = pins.approved(server, name)
+    status, reason = pin_verdict(server, name, digest, findings, config, pins)
+    if status is not ToolStatus.APPROVED:
+        return report(status, reason)
+    return report(ToolStatus.APPROVED, contract=contract)
+
+
+def pin_verdict(
+    server: str,
+    key: str,
+    digest: str,
+    findings: Collection[Finding],
+    config: UpstreamConfig,
+    pins: PinStore,
+) -> tuple[ToolStatus, str]:
+    """Blocked, new, changed or approved, with the reason: the scan findings and the
+    operator's pin for the definition hashed to `digest`, stored under `key` (a tool name,
+    or a prompt's or resource's `pins.offering_key`)."""
+    pin = pins.approved(server, key)
     blockers = blocking(findings, config.scan)
+    shown = f"{server} {key}" if ":" not in key else f"{server} {key!r}"
     if blockers and not (pin and pin.hash == digest and pin.forced):
         codes = ", ".join(sorted({f.code for f in blockers}))
-        return report(
+        return (
             ToolStatus.BLOCKED,
             f"blocked by scan findings ({codes}); inspect with `toolkeeper upstreams list`",
         )
     if pin is None:
-        return report(
+        return (
             ToolStatus.NEW,
-            f"new, not approved yet; review it, then `toolkeeper upstreams approve CONFIG "
-            f"{server} {name}`",
+            f"new, not approved yet; review it, then `toolkeeper upstreams approve CONFIG {shown}`",
         )
     if pin.hash != digest:
-        return report(
+        return (
             ToolStatus.CHANGED,
             f"changed since {pin.approved_by} approved it (a possible rug pull); review "
-            f"`toolkeeper upstreams diff CONFIG {server} {name}`, then approve again",
+            f"`toolkeeper upstreams diff CONFIG {shown}`, then approve again",
         )
-    return report(ToolStatus.APPROVED, contract=contract)
+    return ToolStatus.APPROVED, ""
 
 
 def _contract(

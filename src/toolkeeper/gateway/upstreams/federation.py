@@ -10,12 +10,16 @@ operator's decision) is judged again: a tool that is withheld, unapproved, chang
 pull) or no longer listed is disabled in the harness registry, so it does not resolve, list
 or wait for an approval; its executor refuses it too (``stale``). A re-approved tool is
 enabled again, its new definition replacing the old one, without a restart.
+
+Prompts, resources and resource templates are judged the same way at the same moments
+(`offerings.py`): `routes` holds the approved ones, which the gateway lists and forwards
+read-only; every other one is withheld with its reason.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +33,7 @@ from toolkeeper.gateway.scanning.findings import Finding
 from toolkeeper.gateway.upstreams.assessment import ToolStatus, UpstreamTool, assess
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
 from toolkeeper.gateway.upstreams.link import UpstreamLink
+from toolkeeper.gateway.upstreams.offerings import Routes, assess_offerings
 from toolkeeper.gateway.upstreams.pins import PinStore
 from toolkeeper.secrets.redaction import Redactor, redacting_log_records
 
@@ -55,6 +60,12 @@ class Federation:
         """Tools not served, with the reason."""
         self.errors: dict[str, str] = {}
         """Upstreams that could not be reached, with the error."""
+        self.offerings: dict[tuple[str, str], UpstreamTool] = {}
+        """Every listed prompt, resource and template by (server, `pins.offering_key`)."""
+        self.routes = Routes()
+        """The approved ones, as the gateway lists and forwards them."""
+        self.on_resource_updated: Callable[[str, str], Awaitable[None]] | None = None
+        """Told (server, URI) when an upstream says a subscribed resource changed."""
         self._configs = dict(configs)
         self._harness = harness
         self.redactor = harness.redactor if harness is not None else Redactor()
@@ -63,7 +74,12 @@ class Federation:
         self._local_ids = {c.id for c in harness.registry.latest_contracts()} if harness else set()
         self._links = {
             name: UpstreamLink(
-                name, config, home=home, redactor=self.redactor, on_listing=self._relisted
+                name,
+                config,
+                home=home,
+                redactor=self.redactor,
+                on_listing=self._relisted,
+                on_updated=self._updated,
             )
             for name, config in configs.items()
         }
@@ -90,6 +106,15 @@ class Federation:
             tool.contract_id == contract_id and key not in self.withheld
             for key, tool in self.tools.items()
         )
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The configured upstreams' names."""
+        return tuple(self._links)
+
+    def link(self, server: str) -> UpstreamLink:
+        """The link to `server`, to forward a read-only request over."""
+        return self._links[server]
 
     def presentation(self, contract_id: str) -> dict[str, Any]:
         """The icons and task support the upstream lists for the tool served as
@@ -138,6 +163,11 @@ class Federation:
                 link.withhold(report.name)
                 self.withheld[(report.server, report.name)] = report.reason or refused or ""
         self._disable_unserved(served)
+        known = {server: set(tools) for server, tools in listings.items()}
+        offered = {name: self._links[name].offered for name in listings}
+        judged = assess_offerings(offered, self._configs, self.pins, known_tools=known)
+        self.offerings = {(r.server, r.name): r for r in judged}
+        self.routes = Routes.of(judged)
         if self._harness is not None:  # a survey's caller shows what it found itself
             self._report()
 
@@ -147,10 +177,26 @@ class Federation:
         for server, error in self.errors.items():
             if self._reported.get((server, "")) != error:
                 logger.warning("upstream %s is unreachable: %s", server, error)
-        for (server, tool), reason in self.withheld.items():
+        withheld = dict(self.withheld)
+        unapproved: dict[str, int] = {}
+        for (server, key), report in self.offerings.items():
+            if report.status is ToolStatus.NEW:
+                # One line per upstream: a resource list may hold thousands of entries.
+                unapproved[server] = unapproved.get(server, 0) + 1
+            elif report.status is not ToolStatus.APPROVED:
+                withheld[(server, key)] = report.reason
+        for server, count in unapproved.items():
+            withheld[(server, ":new")] = (
+                f"{count} prompt(s) and resource(s) are new, not approved yet; review them "
+                f"with `toolkeeper upstreams list CONFIG {server}`"
+            )
+        for (server, tool), reason in withheld.items():
             if self._reported.get((server, tool)) != reason:
-                logger.warning("upstream %s: %s is not served: %s", server, tool, reason)
-        self._reported = {**{(s, ""): e for s, e in self.errors.items()}, **self.withheld}
+                if tool == ":new":
+                    logger.warning("upstream %s: %s", server, reason)
+                else:
+                    logger.warning("upstream %s: %s is not served: %s", server, tool, reason)
+        self._reported = {**{(s, ""): e for s, e in self.errors.items()}, **withheld}
 
     async def aclose(self) -> None:
         for link in self._links.values():
@@ -171,7 +217,14 @@ class Federation:
 
     def _record(self, link: UpstreamLink) -> None:
         if link.listing is not None:
-            self.pins.record_seen(link.name, link.listing)
+            # A tool name cannot hold a colon (an illegal tool is never served): such a name
+            # must not overwrite what was seen of a prompt or resource (`offering_key`).
+            tools = {name: tool for name, tool in link.listing.items() if ":" not in name}
+            self.pins.record_seen(link.name, tools | link.offered)
+
+    async def _updated(self, link: UpstreamLink, uri: str) -> None:
+        if self.on_resource_updated is not None:
+            await self.on_resource_updated(link.name, uri)
 
     def _register(self, report: UpstreamTool, link: UpstreamLink) -> str | None:
         """Serve an approved tool: register its definition (replacing an earlier one) and
@@ -230,9 +283,11 @@ async def survey_upstreams(
     configs: Mapping[str, UpstreamConfig], *, home: Path
 ) -> tuple[list[UpstreamTool], dict[str, str]]:
     """What every upstream offers and its status, without serving anything (the CLI's view):
-    the tools, and the upstreams that could not be reached."""
+    the tools, then the prompts, resources and templates (`UpstreamTool.kind`), and the
+    upstreams that could not be reached."""
     federation = Federation(configs, None, home=Path(home))
     with redacting_log_records(federation.redactor):
         async with federation:
             await federation.start()
-            return list(federation.tools.values()), dict(federation.errors)
+            offered = list(federation.tools.values()) + list(federation.offerings.values())
+            return offered, dict(federation.errors)

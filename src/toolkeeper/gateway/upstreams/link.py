@@ -25,28 +25,29 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 from anyio.abc import TaskStatus
 from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.subscriptions import ListenNotSupportedError
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp_types import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.executors import ToolFailure
 from toolkeeper.executors.mcp import CallsInFlight, describe, list_tools, mcp_client
 from toolkeeper.gateway.upstreams import tether
 from toolkeeper.gateway.upstreams.config import UpstreamConfig
+from toolkeeper.gateway.upstreams.offerings import list_offerings
 from toolkeeper.gateway.upstreams.stderr import upstream_log
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.secrets.redaction import Redactor
-
-logger = logging.getLogger(__name__)
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,13 @@ BACKOFF_MAX = 30.0
 """Seconds before reconnecting after a session that failed or lived less than `BACKOFF_MAX`
 seconds: doubling from `BACKOFF_FIRST` while the upstream keeps failing, so a crash-looping
 server is not respawned in a tight loop."""
+
+_T = TypeVar("_T")
+_RELISTED = (
+    types.ToolListChangedNotification,
+    types.PromptListChangedNotification,
+    types.ResourceListChangedNotification,
+)
 
 
 class UpstreamLink:
@@ -73,11 +81,19 @@ class UpstreamLink:
         home: Path,
         redactor: Redactor,
         on_listing: Callable[[UpstreamLink], None],
+        on_updated: Callable[[UpstreamLink, str], Awaitable[None]] | None = None,
     ) -> None:
+        """`on_listing` hears each new listing; `on_updated` each resource the upstream
+        says changed (``notifications/resources/updated``, or a 2026 listen event)."""
         self.name = name
         self.config = config
         self.listing: dict[str, dict[str, Any]] | None = None
         """Tool name → definition, as last listed (None before the first listing)."""
+        self.offered: dict[str, dict[str, Any]] = {}
+        """Its prompts, resources and templates by `pins.offering_key`, as last listed."""
+        self.subscriptions: frozenset[str] = frozenset()
+        """The URIs the gateway's clients subscribe to here; a 2026 listen stream is opened
+        again whenever they change (its filter is fixed when it opens)."""
         self.error: str | None = None
         """Why the last connection failed, scrubbed: calls and the operator's log quote it."""
         self.redactor = redactor
@@ -87,6 +103,8 @@ class UpstreamLink:
         """The calls running through this link, whose clients the upstream may reach."""
         self._log = Path(home) / "upstreams" / f"{name}.log"
         self._on_listing = on_listing
+        self._on_updated = on_updated
+        self._relisten = anyio.Event()
         self._served: dict[str, str] = {}  # tool name → pin hash it is served under
         self._lost = anyio.Event()  # set: end the current session
         self._changed = anyio.Event()  # fired whenever a session starts or ends
@@ -152,6 +170,7 @@ class UpstreamLink:
                     await watchers.start(self._listen, client)
                     watchers.start_soon(self._relist_on_request, client)
                     await self._list_and_report(client)
+                    await self._resubscribe(client)
                     self.client, self.error = client, None
                     logger.info(
                         "upstream %s: connected in %.0f ms, %d tool(s) listed",
@@ -180,6 +199,15 @@ class UpstreamLink:
                 self._on_listing(self)  # the federation names it unreachable
         finally:
             self.client = None
+
+    async def _resubscribe(self, client: Client) -> None:
+        """A new 2025 session knows none of the old one's resource subscriptions."""
+        if not self.subscriptions or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            for uri in sorted(self.subscriptions):
+                await client.subscribe_resource(uri)
 
     def _failed(self, exc: BaseException, hint: str = "") -> None:
         # An upstream may quote its credentials in an error (a rejected token, a URL).
@@ -228,12 +256,28 @@ class UpstreamLink:
         return mcp_client(stack, stdio=stdio, errlog=errlog, **options)
 
     async def _list_and_report(self, client: Client) -> None:
-        self.listing = await list_tools(client)
+        listing = await list_tools(client)
+        try:
+            self.offered = await list_offerings(client)
+        except Exception as exc:  # the tools still serve; a broken listing offers nothing
+            logger.warning(
+                "upstream %s: its prompts and resources could not be listed: %s",
+                self.name,
+                self.redactor.redact_text(describe(exc)),
+            )
+            self.offered = {}
+        self.listing = listing
         self._on_listing(self)
 
     async def _on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
+        if isinstance(message, _RELISTED):
             self._relist.set()  # listing here would block the session's receive loop
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            await self._updated(str(message.params.uri))
+
+    async def _updated(self, uri: str) -> None:
+        if self._on_updated is not None and uri in self.subscriptions:
+            await self._on_updated(self, uri)
 
     async def _relist_on_request(self, client: Client) -> None:
         while True:
@@ -248,22 +292,54 @@ class UpstreamLink:
         self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """On a 2026-07-28 connection change events arrive on a subscription stream; on a
-        2025 one, as notifications through `_on_message`. Started once subscribed."""
-        tools = client.server_capabilities.tools
-        subscribed = False
+        2025 one, as notifications through `_on_message`. Started once subscribed; the
+        stream is opened again when the subscribed resources change."""
+        capabilities = client.server_capabilities
+        tools, prompts, resources = (
+            capabilities.tools,
+            capabilities.prompts,
+            capabilities.resources,
+        )
+        wanted = {
+            "tools_list_changed": bool(tools and tools.list_changed),
+            "prompts_list_changed": bool(prompts and prompts.list_changed),
+            "resources_list_changed": bool(resources and resources.list_changed),
+        }
+        started = False
         try:
-            if tools and tools.list_changed:
-                async with client.listen(tools_list_changed=True) as subscription:
-                    subscribed = True
-                    task_status.started()
-                    async for _event in subscription:
-                        self._relist.set()
+            while True:
+                self._relisten = anyio.Event()
+                if not (any(wanted.values()) or self.subscriptions):
+                    if not started:
+                        started = True
+                        task_status.started()
+                    await self._relisten.wait()  # a 2026 client subscribed to a resource
+                    continue
+                uris = sorted(self.subscriptions)
+                async with client.listen(**wanted, resource_subscriptions=uris) as subscription:
+                    if not started:
+                        started = True
+                        task_status.started()
+                    async with anyio.create_task_group() as stream:
+                        stream.start_soon(self._on_relisten, stream.cancel_scope)
+                        async for event in subscription:
+                            # The SDK also hands every event to `_on_message` as its
+                            # notification, which routes resource updates (once).
+                            if not isinstance(event, ResourceUpdated):
+                                self._relist.set()
+                        stream.cancel_scope.cancel()
+                if not self._relisten.is_set():
+                    break  # the upstream ended the stream
         except ListenNotSupportedError:
             pass
         except Exception as exc:  # the stream is a convenience; calls still find a dead link
             self._failed(exc)
-        if not subscribed:
+        if not started:
             task_status.started()
+
+    async def _on_relisten(self, scope: anyio.CancelScope) -> None:
+        await self._relisten.wait()
+        scope.cancel()
 
     # -- what an McpExecutor calls through ----------------------------------------------
 
@@ -291,6 +367,62 @@ class UpstreamLink:
                 suggested_fix="Do not retry; an operator must review and approve the change.",
             )
         return session
+
+    async def forward(self, what: str, send: Callable[[Client], Awaitable[_T]]) -> _T:
+        """`send` a read-only request (a prompt, a resource read, a completion) over the live
+        session: the upstream's own protocol error passes on, redacted; an unreachable
+        upstream is an internal error naming it, and a failed connection is replaced."""
+        client = self.client or await self._reconnect()
+        if client is None or _session_of(client) is None:
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"upstream {self.name!r} is unreachable ({self._state()}): {self.error}",
+            )
+        timeout = self.config.call_timeout or self.config.timeout
+        try:
+            with anyio.fail_after(timeout):
+                return await send(client)
+        except MCPError as exc:
+            raise MCPError(
+                code=exc.error.code, message=self.redactor.redact_text(exc.error.message)
+            ) from None
+        except TimeoutError:  # a slow answer; the session itself may be fine
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"upstream {self.name!r} did not answer {what} within {timeout:g} s",
+            ) from None
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            self._failed(exc)
+            self.lost()  # the connection is gone: the supervisor replaces it
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"upstream {self.name!r} failed to answer {what}: {self.error}",
+            ) from None
+        except Exception as exc:  # e.g. a result that is not what the method returns
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"upstream {self.name!r} answered {what} with an invalid result: "
+                f"{self.redactor.redact_text(describe(exc))}",
+            ) from None
+
+    async def subscribe(self, uris: frozenset[str]) -> None:
+        """Hear about changes to exactly `uris` from now on: ``resources/subscribe`` and
+        ``unsubscribe`` on a 2025 session for the difference, a new listen stream on a
+        2026 connection."""
+        added, removed = uris - self.subscriptions, self.subscriptions - uris
+        self.subscriptions = uris
+        client = self.client
+        if client is None or not (added or removed):
+            return  # a new session subscribes to `subscriptions` as it starts
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            self._relisten.set()
+            return
+        with warnings.catch_warnings():  # the 2025 way; 2026 took the other arm
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            for uri in sorted(added):
+                await self.forward("resources/subscribe", _subscribing(uri))
+            for uri in sorted(removed):
+                await self.forward("resources/unsubscribe", _unsubscribing(uri))
 
     def lost(self) -> None:
         """The session is dead: stop handing it out and let the supervisor replace it."""
@@ -330,6 +462,20 @@ async def _probe(client: Client) -> None:
         with warnings.catch_warnings():  # deprecated for 2026-07-28, which takes the other arm
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await client.send_ping()
+
+
+def _subscribing(uri: str) -> Callable[[Client], Awaitable[types.EmptyResult]]:
+    async def send(client: Client) -> types.EmptyResult:
+        return await client.subscribe_resource(uri)
+
+    return send
+
+
+def _unsubscribing(uri: str) -> Callable[[Client], Awaitable[types.EmptyResult]]:
+    async def send(client: Client) -> types.EmptyResult:
+        return await client.unsubscribe_resource(uri)
+
+    return send
 
 
 def _tethered(params: StdioServerParameters) -> StdioServerParameters:

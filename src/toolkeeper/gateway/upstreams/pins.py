@@ -33,18 +33,41 @@ PIN_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "an
 """What a pin covers: everything about a tool that a model reads or policy authors consult.
 `title` is included because the importer carries it into the contract's annotations."""
 
+OFFERING_PIN_FIELDS = {
+    "prompt": ("name", "title", "description", "arguments"),
+    "resource": ("uri", "name", "title", "description", "mimeType", "annotations"),
+    "template": ("uriTemplate", "name", "title", "description", "mimeType", "annotations"),
+}
+"""What a pin covers of an upstream's prompts, resources and resource templates, by kind:
+what a model or a client's user reads, and what routes a read (a resource's ``size`` and
+icons are left out: they change without changing what it is)."""
+
 STORE_NAME = "upstream_pins.json"
 
 
-def pinned_definition(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of an MCP tool definition a pin covers (absent fields stay absent)."""
-    return {key: tool[key] for key in PIN_FIELDS if tool.get(key) is not None}
+def offering_key(kind: str, ident: str) -> str:
+    """The store key of a prompt (by name), resource (URI) or template (URI template):
+    ``<kind>:<ident>``, apart from tool names, which cannot hold a colon."""
+    return f"{kind}:{ident}"
 
 
-def pin_hash(tool: Mapping[str, Any]) -> str:
+def pin_fields(key: str) -> tuple[str, ...]:
+    """The fields a pin covers for the store key `key` (a tool name or an `offering_key`)."""
+    kind, colon, _ = key.partition(":")
+    return OFFERING_PIN_FIELDS.get(kind, PIN_FIELDS) if colon else PIN_FIELDS
+
+
+def pinned_definition(
+    tool: Mapping[str, Any], fields: tuple[str, ...] = PIN_FIELDS
+) -> dict[str, Any]:
+    """The part of an MCP definition a pin covers (absent fields stay absent)."""
+    return {key: tool[key] for key in fields if tool.get(key) is not None}
+
+
+def pin_hash(tool: Mapping[str, Any], fields: tuple[str, ...] = PIN_FIELDS) -> str:
     """``sha256:<hex>`` over the canonical JSON of the pinned definition."""
     # Non-ASCII is kept as is, so an invisible character changes the hash.
-    digest = hashlib.sha256(canonical_json(pinned_definition(tool)).encode()).hexdigest()
+    digest = hashlib.sha256(canonical_json(pinned_definition(tool, fields)).encode()).hexdigest()
     return f"sha256:{digest}"
 
 
@@ -138,12 +161,14 @@ class PinStore:
     # -- writing ---------------------------------------------------------------------------
 
     def record_seen(self, server: str, tools: Mapping[str, Mapping[str, Any]]) -> None:
-        """Remember what `server` offers now (tool name → definition), in one write."""
+        """Remember what `server` offers now (tool name or `offering_key` → definition), in
+        one write."""
         now = time.time()
         with self._update() as data:
             entries = data.setdefault(server, {})
             for name, tool in tools.items():
-                definition, digest = pinned_definition(tool), pin_hash(tool)
+                fields = pin_fields(name)
+                definition, digest = pinned_definition(tool, fields), pin_hash(tool, fields)
                 entry = entries.setdefault(name, {})
                 old = entry.get("seen")
                 first = old["first_seen"] if old and old["hash"] == digest else now
