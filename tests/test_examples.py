@@ -74,6 +74,8 @@ def test_code_mode_spreadsheet_keeps_rows_out_of_context_and_pauses_the_write(
     assert seen["paused"].status.value == "pending_approval"
     assert seen["done"].status.value == "succeeded"
     assert seen["writes"] == 1 and seen["tagged"] == 4000
+
+
 APPROVALS = ROOT / "examples" / "approvals"
 
 
