@@ -127,20 +127,8 @@ class CedarPolicyEngine:
         sources: list[tuple[str, str]] = []
         if include_defaults:
             sources.append(("toolkeeper/policy/default.cedar", default_policies()))
-        for path in policy_files:
-            try:
-                sources.append((str(path), Path(path).read_text(encoding="utf-8")))
-            except OSError as exc:
-                raise PolicyError(
-                    f"cannot read policy file {path}: {exc}", source=str(path)
-                ) from exc
-        if policies:
-            sources.append(("<policies>", policies))
-        statements = [stmt for source, text in sources for stmt in _split_statements(source, text)]
-        try:
-            self._policy_set = cedarpy.PolicySet.from_str("\n".join(text for _, text in sources))
-        except ValueError as exc:
-            raise _syntax_error(statements, exc) from None
+        sources += policy_sources(policy_files, policies)
+        self._policy_set, statements = compile_policies(sources)
         self._sources = tuple(source for source, _ in sources)
         # Building the Cedar context costs more than evaluating it; parts no policy names
         # are left out (a policy cannot read what it never mentions).
@@ -215,15 +203,7 @@ class CedarPolicyEngine:
                 raise ValueError(f"unknown kind {request.kind!r}")
             principal = request.principal
             entities = [
-                {
-                    "uid": {"type": _PRINCIPAL_TYPE, "id": principal.id},
-                    "attrs": {
-                        "tenant": principal.tenant,
-                        "kind": principal.kind,
-                        "capabilities": sorted(principal.capabilities),
-                    },
-                    "parents": [],
-                },
+                principal_entity(principal),
                 {
                     "uid": {"type": kind, "id": request.id},
                     "attrs": {"server": request.server, "kind": request.kind},
@@ -288,6 +268,47 @@ class CedarPolicyEngine:
     def _label(self, cedar_id: str) -> str:
         policy = self._policies.get(cedar_id)
         return policy.label if policy else cedar_id
+
+
+def principal_entity(principal: Principal) -> dict[str, Any]:
+    """The principal as a Cedar entity, in the one shape every decision (tools, reads,
+    shell commands) gives it."""
+    return {
+        "uid": {"type": _PRINCIPAL_TYPE, "id": principal.id},
+        "attrs": {
+            "tenant": principal.tenant,
+            "kind": principal.kind,
+            "capabilities": sorted(principal.capabilities),
+        },
+        "parents": [],
+    }
+
+
+def policy_sources(policy_files: Sequence[str | Path], policies: str) -> list[tuple[str, str]]:
+    """(source name, text) of each policy file and of inline policies, in that order; an
+    unreadable file is a `PolicyError` naming it."""
+    sources = []
+    for path in policy_files:
+        try:
+            sources.append((str(path), Path(path).read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise PolicyError(f"cannot read policy file {path}: {exc}", source=str(path)) from exc
+    if policies:
+        sources.append(("<policies>", policies))
+    return sources
+
+
+def compile_policies(
+    sources: Sequence[tuple[str, str]],
+) -> tuple[cedarpy.PolicySet, list[_Statement]]:
+    """One Cedar policy set from `sources`, with each statement remembered by source and
+    line so a syntax error points at the file that has it."""
+    statements = [stmt for source, text in sources for stmt in _split_statements(source, text)]
+    try:
+        policy_set = cedarpy.PolicySet.from_str("\n".join(text for _, text in sources))
+    except ValueError as exc:
+        raise _syntax_error(statements, exc) from None
+    return policy_set, statements
 
 
 def _by_order(policy: _Policy) -> int:
@@ -420,15 +441,7 @@ def _entities(principal: Principal, tool: _Tool) -> cedarpy.Entities:
     return cedarpy.Entities.from_json_str(
         json.dumps(
             [
-                {
-                    "uid": {"type": _PRINCIPAL_TYPE, "id": principal.id},
-                    "attrs": {
-                        "tenant": principal.tenant,
-                        "kind": principal.kind,
-                        "capabilities": sorted(principal.capabilities),
-                    },
-                    "parents": [],
-                },
+                principal_entity(principal),
                 {"uid": {"type": _TOOL_TYPE, "id": tool.ref}, "attrs": attrs, "parents": []},
             ]
         )

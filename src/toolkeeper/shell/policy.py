@@ -36,7 +36,12 @@ from typing import TYPE_CHECKING, Any
 import cedarpy
 
 from toolkeeper.errors import PolicyError
-from toolkeeper.policy.cedar import _read_annotations, _split_statements, _syntax_error
+from toolkeeper.policy.cedar import (
+    _read_annotations,
+    compile_policies,
+    policy_sources,
+    principal_entity,
+)
 from toolkeeper.policy.decision import Decision, PolicyDecision
 from toolkeeper.shell.analysis import CommandAnalysis
 from toolkeeper.shell.command import SimpleCommand
@@ -112,20 +117,8 @@ class ShellPolicy:
             (f"toolkeeper/policy/{SHIPPED_POLICIES.get(n, n)}", shipped_policy_text(n))
             for n in shipped
         ]
-        for path in policy_files:
-            try:
-                sources.append((str(path), Path(path).read_text(encoding="utf-8")))
-            except OSError as exc:
-                raise PolicyError(
-                    f"cannot read policy file {path}: {exc}", source=str(path)
-                ) from exc
-        if policies:
-            sources.append(("<policies>", policies))
-        statements = [stmt for source, text in sources for stmt in _split_statements(source, text)]
-        try:
-            self._policy_set = cedarpy.PolicySet.from_str("\n".join(text for _, text in sources))
-        except ValueError as exc:
-            raise _syntax_error(statements, exc) from None
+        sources += policy_sources(policy_files, policies)
+        self._policy_set, statements = compile_policies(sources)
         self._policies = _read_annotations(self._policy_set, statements)
         for policy in self._policies.values():
             if policy.conditions:
@@ -307,15 +300,7 @@ def _entities(principal: Principal, name: str, program: str, known: bool) -> ced
     return cedarpy.Entities.from_json_str(
         json.dumps(
             [
-                {
-                    "uid": {"type": _PRINCIPAL_TYPE, "id": principal.id},
-                    "attrs": {
-                        "tenant": principal.tenant,
-                        "kind": principal.kind,
-                        "capabilities": sorted(principal.capabilities),
-                    },
-                    "parents": [],
-                },
+                principal_entity(principal),
                 {
                     "uid": {"type": _PROGRAM_TYPE, "id": name},
                     "attrs": {"name": name, "path": program, "known": known},
