@@ -23,11 +23,8 @@ import contextlib
 import copy
 import importlib
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +33,13 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bfcl_data import VERSION, bfcl_data_dir  # noqa: E402
+from bfcl_data import CACHE, VERSION, bfcl_data_dir, extracted_wheel  # noqa: E402
 from toolkeeper import Principal, Status  # noqa: E402
 from toolkeeper.codemode.sdk import python_names  # noqa: E402
 from toolkeeper.importers.formats import from_bfcl_function  # noqa: E402
 from toolkeeper.policy import CedarPolicyEngine  # noqa: E402
 from toolkeeper.runtime.harness import Harness  # noqa: E402
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "toolkeeper-tests"
 SOURCE = "bfcl_eval/eval_checker/multi_turn_eval/func_source_code/"
 CLASSES = {
     "GorillaFileSystem": ("gorilla_file_system", "gorilla_file_system"),
@@ -67,26 +63,7 @@ def executable_classes() -> Path:
     target = CACHE / f"bfcl_eval-{VERSION}-source"
     if (target / SOURCE).is_dir():
         return target
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--quiet",
-                "--dest",
-                tmp,
-                f"bfcl-eval=={VERSION}",
-            ],
-            check=True,
-        )
-        [wheel] = Path(tmp).glob("*.whl")
-        with zipfile.ZipFile(wheel) as archive:
-            members = [m for m in archive.namelist() if m.startswith(SOURCE)]
-            archive.extractall(tmp, members)
+    with extracted_wheel(SOURCE) as tmp:
         # Only the classes are taken: the packages above them become plain namespaces.
         for package in (
             "bfcl_eval",

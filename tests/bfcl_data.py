@@ -9,12 +9,14 @@ sample for the tests that need only that.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -32,6 +34,17 @@ def bfcl_data_dir() -> Path:
     target = CACHE / f"bfcl_eval-{VERSION}" / "data"
     if (target / "possible_answer").is_dir():
         return target
+    with extracted_wheel("bfcl_eval/data/") as tmp:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():  # another test process may have finished first
+            (tmp / "bfcl_eval" / "data").rename(target)
+    return target
+
+
+@contextlib.contextmanager
+def extracted_wheel(prefix: str) -> Iterator[Path]:
+    """A temporary folder in the cache holding the wheel's members under `prefix`: the wheel
+    is fetched alone (`pip download --no-deps`), never installed."""
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         subprocess.run(
@@ -50,9 +63,5 @@ def bfcl_data_dir() -> Path:
         )
         [wheel] = Path(tmp).glob("*.whl")
         with zipfile.ZipFile(wheel) as archive:
-            members = [m for m in archive.namelist() if m.startswith("bfcl_eval/data/")]
-            archive.extractall(tmp, members)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.exists():  # another test process may have finished first
-            Path(tmp, "bfcl_eval", "data").rename(target)
-    return target
+            archive.extractall(tmp, [m for m in archive.namelist() if m.startswith(prefix)])
+        yield Path(tmp)
