@@ -20,9 +20,10 @@ and kills the program at the first other frame.
 Exceptions:
 
     ToolkeeperError
-    ├── SandboxUnavailable   bubblewrap is missing or cannot create the sandbox here
-    └── Divergence           a replayed program made another call than the one recorded, or
-                             ended before it
+    ├── executors.sandbox.SandboxUnavailable
+    │   └── SandboxUnavailable   bubblewrap is missing or cannot create the sandbox here
+    └── Divergence               a replayed program made another call than the one recorded,
+                                 or ended before it
 """
 
 from __future__ import annotations
@@ -46,7 +47,16 @@ from typing import Any, Final, NoReturn
 
 from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
 from toolkeeper.errors import ToolkeeperError
-from toolkeeper.executors.sandbox import BwrapSpec, Mount, kill_process_tree, minimal_root
+from toolkeeper.executors.sandbox import (
+    BwrapSpec,
+    Mount,
+    ResourceLimits,
+    kill_process_tree,
+    minimal_root,
+)
+from toolkeeper.executors.sandbox import (
+    SandboxUnavailable as _BwrapUnavailable,
+)
 
 MAX_FRAME_BYTES: Final = 4 * 1024 * 1024
 """The largest frame the host reads from a program: one inner call's arguments or the
@@ -85,11 +95,13 @@ CallHost = Callable[[HostCall], Awaitable[Any]]
 """The host callback: answers one inner call, or raises `InnerCallError` or `Abort`."""
 
 
-class SandboxUnavailable(ToolkeeperError):
-    """Raised when bubblewrap is missing or cannot create the sandbox; nothing ran."""
+class SandboxUnavailable(_BwrapUnavailable):
+    """Raised when bubblewrap is missing or cannot create the sandbox; nothing ran. The same
+    failure as a shell command's (`toolkeeper.executors.sandbox.SandboxUnavailable`, whose
+    handlers catch it too); `detail` is bubblewrap's own message, if it printed one."""
 
     def __init__(self, message: str, *, detail: str = ""):
-        super().__init__(message)
+        super().__init__(message, reason=detail or message)
         self.detail = detail
 
 
@@ -432,14 +444,13 @@ class _Run:
                 "code": self.code,
                 "functions": names,
                 "max_frame": MAX_FRAME_BYTES,
-                "limits": {
-                    "RLIMIT_CPU": max(1, self.limits.cpu_seconds),
-                    "RLIMIT_AS": self.limits.memory_bytes,
-                    "RLIMIT_FSIZE": FILE_BYTES,
-                    "RLIMIT_NOFILE": OPEN_FILES,
-                    "RLIMIT_NPROC": PROCESSES,
-                    "RLIMIT_CORE": 0,
-                },
+                "limits": ResourceLimits(
+                    cpu_seconds=max(1, self.limits.cpu_seconds),
+                    memory_bytes=self.limits.memory_bytes,
+                    file_bytes=FILE_BYTES,
+                    open_files=OPEN_FILES,
+                    processes=PROCESSES,
+                ).rlimits(),
             }
         )
 

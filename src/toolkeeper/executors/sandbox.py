@@ -81,17 +81,24 @@ class ResourceLimits:
     open_files: int = 1024
     processes: int = 512
 
+    def rlimits(self) -> dict[str, int]:
+        """The limits by their `resource` names, core dumps off: what `apply` sets, and what
+        Code Mode's CPython runner sets on itself inside its sandbox (where toolkeeper is
+        not importable, so it receives them as data)."""
+        return {
+            "RLIMIT_CPU": self.cpu_seconds,
+            "RLIMIT_AS": self.memory_bytes,
+            "RLIMIT_FSIZE": self.file_bytes,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_CORE": 0,
+        }
+
     def apply(self, pid: int | None = None) -> None:
         """Set the limits on process `pid`, or on the calling process when None (the
         fallback's child, between fork and exec)."""
-        for which, value in (
-            (resource.RLIMIT_CPU, self.cpu_seconds),
-            (resource.RLIMIT_AS, self.memory_bytes),
-            (resource.RLIMIT_FSIZE, self.file_bytes),
-            (resource.RLIMIT_NOFILE, self.open_files),
-            (resource.RLIMIT_NPROC, self.processes),
-            (resource.RLIMIT_CORE, 0),
-        ):
+        for name, value in self.rlimits().items():
+            which = getattr(resource, name)
             if pid is None:
                 resource.setrlimit(which, (value, value))
             else:
