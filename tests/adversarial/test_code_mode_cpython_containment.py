@@ -400,7 +400,7 @@ def _sandbox_processes(*, with_bwrap: bool = False) -> set[int]:
             except OSError:
                 continue
             if b"exec(marshal.loads(code))" in cmdline and (
-                with_bwrap or b"--unshare-all" not in cmdline
+                with_bwrap or b"--seccomp" not in cmdline
             ):
                 found.add(int(entry.name))
     return found

@@ -28,6 +28,7 @@ from toolkeeper.codemode.program import (
     InnerCallError,
     ProgramOutcome,
 )
+from toolkeeper.executors import sandbox as executors_sandbox
 
 MIB = 1024 * 1024
 LIMITS = CodeLimits(
@@ -448,3 +449,13 @@ def test_a_bubblewrap_that_cannot_create_namespaces_fails_closed(
         run("1")
     assert "No permissions to creating new namespace" in caught.value.detail
     assert "could not start" in str(caught.value)
+
+
+def test_the_tiers_failure_is_the_sandboxs_failure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A handler for any sandbox that did not start (the shell's) catches this tier's too.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(executors_sandbox.SandboxUnavailable) as caught:
+        run("1")
+    assert "needs bubblewrap" in caught.value.reason

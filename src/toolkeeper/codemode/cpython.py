@@ -20,9 +20,10 @@ and kills the program at the first other frame.
 Exceptions:
 
     ToolkeeperError
-    ├── SandboxUnavailable   bubblewrap is missing or cannot create the sandbox here
-    └── Divergence           a replayed program made another call than the one recorded, or
-                             ended before it
+    ├── executors.sandbox.SandboxUnavailable
+    │   └── SandboxUnavailable   bubblewrap is missing or cannot create the sandbox here
+    └── Divergence               a replayed program made another call than the one recorded,
+                                 or ended before it
 """
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ from typing import Any, Final, NoReturn
 
 from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
 from toolkeeper.errors import ToolkeeperError
+from toolkeeper.executors.sandbox import (
+    BwrapSpec,
+    Mount,
+    ResourceLimits,
+    kill_process_tree,
+    minimal_root,
+)
+from toolkeeper.executors.sandbox import (
+    SandboxUnavailable as _BwrapUnavailable,
+)
 
 MAX_FRAME_BYTES: Final = 4 * 1024 * 1024
 """The largest frame the host reads from a program: one inner call's arguments or the
@@ -73,8 +84,10 @@ exec(marshal.loads(code))
 """What the sandboxed interpreter runs first: it reads the runner, compiled by the host, from
 the answer pipe. Compiling the runner's source in every sandbox would cost several ms of
 the start budget; the host compiles it once, for the same interpreter."""
-_SANDBOX_UID: Final = "65534"
+_SANDBOX_UID: Final = 65534
 _ENV: Final = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
+"""The program's whole environment: bwrap is started with it and passes it on; nothing of the
+host's environment is inherited."""
 _GRACE_SECONDS: Final = 5.0
 _HELLO: Final = b'{"op":"hello"}'
 
@@ -82,11 +95,13 @@ CallHost = Callable[[HostCall], Awaitable[Any]]
 """The host callback: answers one inner call, or raises `InnerCallError` or `Abort`."""
 
 
-class SandboxUnavailable(ToolkeeperError):
-    """Raised when bubblewrap is missing or cannot create the sandbox; nothing ran."""
+class SandboxUnavailable(_BwrapUnavailable):
+    """Raised when bubblewrap is missing or cannot create the sandbox; nothing ran. The same
+    failure as a shell command's (`toolkeeper.executors.sandbox.SandboxUnavailable`, whose
+    handlers catch it too); `detail` is bubblewrap's own message, if it printed one."""
 
     def __init__(self, message: str, *, detail: str = ""):
-        super().__init__(message)
+        super().__init__(message, reason=detail or message)
         self.detail = detail
 
 
@@ -273,8 +288,7 @@ class Sandbox:
             )
         except BaseException:
             # Cancelled (or failed) between the spawn and the pipes: nothing may outlive it.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+            kill_process_tree(process.pid)
             requests.close()
             answers.close()
             raise
@@ -315,10 +329,10 @@ class Sandbox:
         return not self.used and self.process.returncode is None
 
     def kill(self) -> None:
-        """SIGKILL bubblewrap's process group; the pid namespace takes everything in it."""
+        """SIGKILL bubblewrap's process group; the pid namespace takes everything in it
+        (`kill_process_tree`, the one kill every sandbox uses)."""
         if self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+            kill_process_tree(self.process.pid)
 
     async def close(self) -> None:
         """Kill the sandbox and release its pipes, keeping what it printed."""
@@ -430,14 +444,13 @@ class _Run:
                 "code": self.code,
                 "functions": names,
                 "max_frame": MAX_FRAME_BYTES,
-                "limits": {
-                    "RLIMIT_CPU": max(1, self.limits.cpu_seconds),
-                    "RLIMIT_AS": self.limits.memory_bytes,
-                    "RLIMIT_FSIZE": FILE_BYTES,
-                    "RLIMIT_NOFILE": OPEN_FILES,
-                    "RLIMIT_NPROC": PROCESSES,
-                    "RLIMIT_CORE": 0,
-                },
+                "limits": ResourceLimits(
+                    cpu_seconds=max(1, self.limits.cpu_seconds),
+                    memory_bytes=self.limits.memory_bytes,
+                    file_bytes=FILE_BYTES,
+                    open_files=OPEN_FILES,
+                    processes=PROCESSES,
+                ).rlimits(),
             }
         )
 
@@ -587,6 +600,9 @@ class _Run:
 
 
 def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]:
+    """The sandbox's bwrap command line, from the one builder (`BwrapSpec`): the host's
+    programs and libraries and the interpreter's installation read-only, nothing else of
+    the host, uid 65534, the seccomp filter at `filter_fd`."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable(
@@ -594,30 +610,25 @@ def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]
             "install it (apt-get install bubblewrap) or use the Monty tier"
         )
     python = os.path.realpath(sys.executable)
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
-    argv += ["--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID, "--cap-drop", "ALL"]
-    argv += ["--die-with-parent", "--new-session", "--clearenv"]
-    for name, value in _ENV.items():
-        argv += ["--setenv", name, value]
-    argv += ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     # The interpreter's installation, read-only at its own path (after /tmp, so even an
     # installation under /tmp shows through the private one).
     bound: list[str] = []
     for root in sorted({os.path.realpath(sys.base_prefix), os.path.dirname(python)}):
         inside = [r for r in ["/usr", *bound] if root == r or root.startswith(r + "/")]
         if not inside:
-            argv += ["--ro-bind", root, root]
             bound.append(root)
-    argv += ["--remount-ro", "/", "--chdir", "/tmp"]
-    argv += ["--seccomp", str(filter_fd), "--"]
-    argv += [python, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP]
-    return [*argv, str(request_fd), str(answer_fd), str(len(_runner()))]
+    spec = BwrapSpec(
+        base=minimal_root(),
+        mounts=tuple(Mount("ro-bind", root) for root in bound),
+        uid=_SANDBOX_UID,
+        tmp_bytes=TMP_BYTES,
+        remount_root_read_only=True,
+        chdir="/tmp",
+        seccomp_fd=filter_fd,
+        bwrap=bwrap,
+    )
+    command = [python, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP]
+    return spec.argv([*command, str(request_fd), str(answer_fd), str(len(_runner()))])
 
 
 @functools.cache

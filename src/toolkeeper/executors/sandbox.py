@@ -1,6 +1,9 @@
 """Running one argv under bubblewrap: the only place a shell command or a CLI tool touches
-the host, and the one copy of toolkeeper's bubblewrap flags (a sandboxed stdio upstream is
-started with `Sandbox.command` too).
+the host, and the one copy of toolkeeper's bubblewrap flags. `BwrapSpec` spells out one
+bubblewrap command line from an explicit spec; every sandbox in toolkeeper is built from one:
+a `Sandbox` (shell commands, CLI tools and, through `Sandbox.command`, sandboxed stdio
+upstreams) and Code Mode's CPython tier (`toolkeeper.codemode.cpython`, which starts from
+`minimal_root` instead of the host and adds a seccomp filter).
 
 A `Sandbox` is the whole of what a command may do: the host's filesystem read-only, its
 writable roots bound read-write, a private ``/tmp``, no network unless allowed, an
@@ -38,7 +41,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -78,17 +81,24 @@ class ResourceLimits:
     open_files: int = 1024
     processes: int = 512
 
+    def rlimits(self) -> dict[str, int]:
+        """The limits by their `resource` names, core dumps off: what `apply` sets, and what
+        Code Mode's CPython runner sets on itself inside its sandbox (where toolkeeper is
+        not importable, so it receives them as data)."""
+        return {
+            "RLIMIT_CPU": self.cpu_seconds,
+            "RLIMIT_AS": self.memory_bytes,
+            "RLIMIT_FSIZE": self.file_bytes,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_CORE": 0,
+        }
+
     def apply(self, pid: int | None = None) -> None:
         """Set the limits on process `pid`, or on the calling process when None (the
         fallback's child, between fork and exec)."""
-        for which, value in (
-            (resource.RLIMIT_CPU, self.cpu_seconds),
-            (resource.RLIMIT_AS, self.memory_bytes),
-            (resource.RLIMIT_FSIZE, self.file_bytes),
-            (resource.RLIMIT_NOFILE, self.open_files),
-            (resource.RLIMIT_NPROC, self.processes),
-            (resource.RLIMIT_CORE, 0),
-        ):
+        for name, value in self.rlimits().items():
+            which = getattr(resource, name)
             if pid is None:
                 resource.setrlimit(which, (value, value))
             else:
@@ -115,6 +125,129 @@ class Completed:
     timed_out: bool = False
     cancelled: bool = False
     sandboxed: bool = True
+
+
+MountKind = Literal["ro-bind", "ro-bind-try", "bind", "tmpfs", "symlink"]
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """One bubblewrap filesystem operation at `target`. A bind's `source` defaults to the
+    target itself (the host's path shown at the same place); a symlink's `source` is what the
+    link says. Mounts stack in order: a later one covers an earlier one at or above it."""
+
+    kind: MountKind
+    target: str
+    source: str = ""
+
+    def args(self) -> list[str]:
+        """This mount as bwrap arguments."""
+        if self.kind == "tmpfs":
+            return ["--tmpfs", self.target]
+        return [f"--{self.kind}", self.source or self.target, self.target]
+
+
+HOST_ROOT: tuple[Mount, ...] = (Mount("ro-bind", "/"),)
+"""The whole host, read-only: a shell command sees the programs and libraries it expects."""
+
+
+def minimal_root() -> tuple[Mount, ...]:
+    """``/usr`` read-only, and the top-level program and library directories as this host
+    has them (a symlink into ``/usr`` where the host merged them, else a read-only bind):
+    enough to run an installed program, and no host file outside them."""
+    mounts = [Mount("ro-bind", "/usr")]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):
+            mounts.append(Mount("symlink", top, os.readlink(top)))
+        elif os.path.isdir(top):
+            mounts.append(Mount("ro-bind", top))
+    return tuple(mounts)
+
+
+@dataclass(frozen=True, slots=True)
+class BwrapSpec:
+    """One bubblewrap command line, every choice explicit.
+
+    Always, whatever the spec: a new session, death with the caller (``--die-with-parent``),
+    a user namespace whose process has every capability dropped and may create no nested
+    user namespace (as root, bwrap would otherwise leave the command its capabilities, and a
+    capable process can remount a read-only root writable), its own pid, IPC, UTS and
+    (where possible) cgroup namespaces, ``/dev``, ``/proc`` with the kernel's knobs
+    (``/proc/sys``, ``/proc/sysrq-trigger``) read-only, and a private ``/tmp``. Everything
+    else is the spec's: the filesystem it starts from (`base`), what is shown on top
+    (`mounts`), the network, the uid, and the descriptors bwrap is handed.
+
+    The environment is not part of the command line: a command line is readable by every
+    local user in ``/proc/PID/cmdline``, so the caller starts bwrap with the command's whole
+    environment (bwrap passes it on) and names in `unset` what bwrap drops from it.
+    """
+
+    base: tuple[Mount, ...]
+    """The filesystem the sandbox starts from, mounted before ``/dev``, ``/proc`` and
+    ``/tmp``: `HOST_ROOT` or `minimal_root()`."""
+    mounts: tuple[Mount, ...] = ()
+    """Mounted after the private ``/tmp``, in order (so a path under ``/tmp`` shows)."""
+    network: bool = False
+    uid: int | None = None
+    """The uid and gid inside the user namespace (65534: nobody); None keeps the caller's."""
+    tmp_bytes: int | None = None
+    """The private ``/tmp``'s size; None: the kernel's default for a tmpfs."""
+    remount_root_read_only: bool = False
+    """Remount ``/`` read-only once everything is mounted: under `minimal_root` the root is
+    a tmpfs bwrap made, writable until then."""
+    chdir: str | None = None
+    unset: tuple[str, ...] = ()
+    seccomp_fd: int | None = None
+    """A descriptor holding a classic-BPF program bwrap installs before it runs the command."""
+    status_fd: int | None = None
+    """bwrap reports the child's start and exit code there, as JSON lines."""
+    block_fd: int | None = None
+    """bwrap's child waits for a byte there before it runs anything."""
+    bwrap: str = BWRAP
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """The bwrap command line that runs `command`."""
+        args = [self.bwrap, "--die-with-parent", "--new-session"]
+        args += ["--unshare-user", "--disable-userns"]
+        if self.uid is not None:
+            args += ["--uid", str(self.uid), "--gid", str(self.uid)]
+        args += ["--cap-drop", "ALL"]
+        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not self.network:
+            args.append("--unshare-net")
+        for mount in self.base:
+            args += mount.args()
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        # bwrap does not always cover the kernel's knobs; a uid-0 process may write them.
+        args += ["--ro-bind", "/proc/sys", "/proc/sys"]
+        args += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+        if self.tmp_bytes is not None:
+            args += ["--size", str(self.tmp_bytes)]
+        args += ["--tmpfs", "/tmp"]
+        for mount in self.mounts:
+            args += mount.args()
+        if self.remount_root_read_only:
+            args += ["--remount-ro", "/"]
+        for name in self.unset:
+            args += ["--unsetenv", name]
+        for flag, value in (
+            ("--chdir", self.chdir),
+            ("--json-status-fd", self.status_fd),
+            ("--block-fd", self.block_fd),
+            ("--seccomp", self.seccomp_fd),
+        ):
+            if value is not None:
+                args += [flag, str(value)]
+        return [*args, "--", *command]
+
+
+def kill_process_tree(pid: int) -> None:
+    """SIGKILL the process group `pid` leads (bwrap, started with ``start_new_session``).
+    Under bwrap that ends the whole sandbox: its namespace's init dies with bwrap
+    (``--die-with-parent``), and the kernel kills every process of a pid namespace whose
+    init dies."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,45 +316,32 @@ class Sandbox:
         be started with `env()` as its environment (`unset` names bwrap drops from it).
         Given `status_fd`, bwrap reports the child's start and exit code there as JSON
         lines; given `block_fd`, its child waits for a byte there before it runs anything."""
-        args = [self.bwrap, "--die-with-parent", "--new-session"]
-        # A user namespace with every capability dropped: as root, bwrap would otherwise
-        # leave the command its capabilities, and a capable process can remount the
-        # read-only root writable. No nested user namespace can give them back.
-        args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
-        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-        if not self.network:
-            args.append("--unshare-net")
-        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        # bwrap does not always cover the kernel's knobs; a uid-0 process may write them.
-        args += ["--ro-bind", "/proc/sys", "/proc/sys"]
-        args += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
-        args += ["--tmpfs", "/tmp"]
         # Mounts stack in order: a hidden path outside the roots is covered before the roots
         # are bound (a root inside it shows through), one inside a root after (it stays
         # covered, e.g. the harness's ledger in a project directory).
+        mounts: list[Mount] = []
         hidden = [p for p in self.hidden if p.is_dir() and p != Path("/")]
         for path in hidden:
             if not self._writable(path):
-                args += ["--tmpfs", str(path)]
+                mounts.append(Mount("tmpfs", str(path)))
         where = Path(os.path.realpath(cwd)) if cwd is not None else None
         shown = [*self.readable, *([where] if where is not None else [])]
         for path in shown:
             if not self._writable(path) and self._masked(path):
-                args += ["--ro-bind", str(path), str(path)]  # stays visible, read-only
-        for root in self.roots:
-            args += ["--bind", str(root), str(root)]
-        for path in hidden:
-            if self._writable(path):
-                args += ["--tmpfs", str(path)]
-        for name in unset:
-            args += ["--unsetenv", name]
-        if where is not None:
-            args += ["--chdir", str(where)]
-        if status_fd is not None:
-            args += ["--json-status-fd", str(status_fd)]
-        if block_fd is not None:
-            args += ["--block-fd", str(block_fd)]
-        return [*args, "--", *argv]
+                mounts.append(Mount("ro-bind", str(path)))  # stays visible, read-only
+        mounts += [Mount("bind", str(root)) for root in self.roots]
+        mounts += [Mount("tmpfs", str(path)) for path in hidden if self._writable(path)]
+        spec = BwrapSpec(
+            base=HOST_ROOT,
+            mounts=tuple(mounts),
+            network=self.network,
+            chdir=str(where) if where is not None else None,
+            unset=tuple(unset),
+            status_fd=status_fd,
+            block_fd=block_fd,
+            bwrap=self.bwrap,
+        )
+        return spec.argv(argv)
 
     def _check_roots(self) -> None:
         """Every root must still be the directory it was: bwrap binds whatever a path
@@ -596,7 +716,7 @@ class _Reader:
                     # The main process is gone (or killed): whatever it left behind goes
                     # with it. Under bwrap the namespace is dead already; this also ends
                     # the fallback's process group.
-                    _kill_group(self.process.pid)
+                    kill_process_tree(self.process.pid)
                     group.kill()
                     linger = now + _LINGER
                 if linger is not None and now >= linger:
@@ -615,7 +735,7 @@ class _Reader:
         return ended
 
     def _kill(self, why: str, group: _ProcessGroup) -> str:
-        _kill_group(self.process.pid)
+        kill_process_tree(self.process.pid)
         group.kill()
         return why
 
@@ -655,8 +775,3 @@ class _Reader:
                 value = json.loads(line)
                 if isinstance(value, dict):
                     self.status.update(value)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
