@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from gateway_support import environment, http_client, serve_command
 from mcp import Client, StdioServerParameters, types
+from mcp.client.streamable_http import streamable_http_client
 
 from toolkeeper import Principal, Proposal, ResultEnvelope, Status
 from toolkeeper.cli import main
@@ -560,3 +562,33 @@ async def test_a_2026_client_is_not_asked_what_policy_forbids(tmp_path: Path) ->
     error = holding(refused.structured_content, "category")
     assert "sampling" in error["message"] and "policy" in error["message"]
     assert "sampling_refused" in trail_of(tmp_path / "home", "up.sample")
+
+
+async def test_a_2026_client_over_http_answers_in_round_trips(tmp_path: Path) -> None:
+    """Streamable HTTP too: each round trip is its own POST, the call waits in between."""
+    config = write_config(tmp_path, {"up": upstream_entry("up.")}, INVOKE_ONLY)
+    await approve_everything(config)
+    answering = Answering()
+    with serving(config) as (gateway, url):
+        async with (
+            httpx2.AsyncClient() as http,
+            Client(
+                streamable_http_client(url, http_client=http),
+                mode="2026-07-28",
+                elicitation_callback=answering.on_elicit,
+                sampling_callback=answering.on_sample,
+            ) as client,
+        ):
+            with anyio.fail_after(30):
+                while "up.ask" not in {t.name for t in (await client.list_tools()).tools}:
+                    await anyio.sleep(0.1)
+            asked = await client.call_tool("up.ask", {})
+            sampled = await client.call_tool("up.sample", {})
+        gateway.terminate()  # a graceful stop: the ledger's last writes land
+        gateway.wait(timeout=30)
+    assert "accept: Ada" in text_of(asked), asked
+    assert "banana" in text_of(sampled), sampled
+    assert answering.asked == ["elicit: What is your name?", "sample"]
+    assert {"sampling_forwarded", "sampling_answered"} <= set(
+        trail_of(tmp_path / "home", "up.sample")
+    )
