@@ -56,34 +56,38 @@ def asked(outcome: object) -> tuple[dict[str, types.InputRequest], str]:
 
 async def test_each_round_asks_once_and_the_call_completes_with_the_answers() -> None:
     async with suspended() as calls:
-        requests, first = asked(await calls.start(ALICE, None, greet_twice))
+        requests, first = asked(await calls.start(ALICE, "greet", None, greet_twice))
         ((key, request),) = requests.items()
         assert isinstance(request, types.ElicitRequest)
         assert request.params.message == "What is your name?"
-        requests, second = asked(await calls.resume(ALICE, first, {key: answer("Ada")}, None))
+        requests, second = asked(
+            await calls.resume(ALICE, "greet", first, {key: answer("Ada")}, None)
+        )
         assert second != first
         with pytest.raises(UnknownRequestState):  # a state is good for one round trip
-            await calls.resume(ALICE, first, {key: answer("Eve")}, None)
+            await calls.resume(ALICE, "greet", first, {key: answer("Eve")}, None)
         (key,) = requests
-        done = await calls.resume(ALICE, second, {key: answer("Bob")}, None)
+        done = await calls.resume(ALICE, "greet", second, {key: answer("Bob")}, None)
     assert isinstance(done, ResultEnvelope)
     assert (done.status, done.summary) == (Status.SUCCEEDED, "Ada and Bob")
 
 
-async def test_another_principals_state_is_refused_and_the_owner_keeps_it() -> None:
+async def test_another_principals_or_tools_state_is_refused_and_the_owner_keeps_it() -> None:
     async with suspended() as calls:
-        (key,), state = asked(await calls.start(ALICE, None, greet_twice))
+        (key,), state = asked(await calls.start(ALICE, "greet", None, greet_twice))
         with pytest.raises(UnknownRequestState):
-            await calls.resume(MALLORY, state, {key: answer("Eve")}, None)
+            await calls.resume(MALLORY, "greet", state, {key: answer("Eve")}, None)
         with pytest.raises(UnknownRequestState):
-            await calls.resume(ALICE, "a-guessed-state", {key: answer("Eve")}, None)
-        asked(await calls.resume(ALICE, state, {key: answer("Ada")}, None))
+            await calls.resume(ALICE, "greet", "a-guessed-state", {key: answer("Eve")}, None)
+        with pytest.raises(UnknownRequestState):  # the state of a call of another tool
+            await calls.resume(ALICE, "delete", state, {key: answer("Eve")}, None)
+        asked(await calls.resume(ALICE, "greet", state, {key: answer("Ada")}, None))
 
 
 async def test_an_unanswered_request_is_asked_again() -> None:
     async with suspended() as calls:
-        first, state = asked(await calls.start(ALICE, None, greet_twice))
-        again, _ = asked(await calls.resume(ALICE, state, {}, None))
+        first, state = asked(await calls.start(ALICE, "greet", None, greet_twice))
+        again, _ = asked(await calls.resume(ALICE, "greet", state, {}, None))
         assert list(again.values()) == list(first.values())
 
 
@@ -100,11 +104,11 @@ async def test_a_call_whose_client_never_returns_expires_with_a_clear_error() ->
         return ResultEnvelope(status=Status.FAILED, summary="expired")
 
     async with suspended(lifetime=0.2) as calls:
-        _, state = asked(await calls.start(ALICE, None, ask_once))
+        _, state = asked(await calls.start(ALICE, "greet", None, ask_once))
         with anyio.fail_after(10):
             await finished.wait()
         with pytest.raises(UnknownRequestState):
-            await calls.resume(ALICE, state, {}, None)
+            await calls.resume(ALICE, "greet", state, {}, None)
     assert heard == [
         "the calling client did not answer the sampling request within 0.2 s; "
         "its request state expired"
@@ -113,8 +117,8 @@ async def test_a_call_whose_client_never_returns_expires_with_a_clear_error() ->
 
 async def test_calls_past_the_limit_are_not_suspended_and_say_why() -> None:
     async with suspended(limit=1) as calls:
-        asked(await calls.start(ALICE, None, greet_twice))
-        over = await calls.start(ALICE, None, greet_twice)
+        asked(await calls.start(ALICE, "greet", None, greet_twice))
+        over = await calls.start(ALICE, "greet", None, greet_twice)
     assert isinstance(over, ResultEnvelope) and over.status is Status.FAILED
     assert over.summary == (
         "refused: the gateway already holds 1 calls waiting on their clients' input; "
@@ -134,6 +138,6 @@ async def test_a_round_the_client_abandons_cancels_the_call() -> None:
 
     async with suspended() as calls:
         with anyio.move_on_after(0.1):
-            await calls.start(ALICE, None, wait_forever)
+            await calls.start(ALICE, "greet", None, wait_forever)
         with anyio.fail_after(10):
             await cancelled.wait()

@@ -53,6 +53,7 @@ class _Ask:
 @dataclass(eq=False)
 class _Call:
     principal: Principal
+    tool: str
     peer: ClientPeer | None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     changed: anyio.Event = field(default_factory=anyio.Event)
@@ -138,26 +139,29 @@ class SuspendedCalls:
                 tasks.cancel_scope.cancel()
 
     async def start(
-        self, principal: Principal, peer: ClientPeer | None, invoke: Invoke
+        self, principal: Principal, tool: str, peer: ClientPeer | None, invoke: Invoke
     ) -> ResultEnvelope | types.InputRequiredResult:
-        """Run `invoke` for `principal`; its envelope, or the input its tool asks first.
-        `peer` carries the call's notifications during this request (None: it hears none)."""
+        """Run `invoke`, `principal`'s call of `tool`; its envelope, or the input its tool
+        asks first. `peer` carries the call's notifications during this request (None: it
+        hears none)."""
         assert self._tasks is not None, "start() outside running()"
-        call = _Call(principal, peer)
+        call = _Call(principal, tool, peer)
         self._tasks.start_soon(self._run, call, invoke)
         return await self._next(call)
 
     async def resume(
         self,
         principal: Principal,
+        tool: str,
         state: str,
         responses: dict[str, Any] | None,
         peer: ClientPeer | None,
     ) -> ResultEnvelope | types.InputRequiredResult:
         """Hand the client's `responses` to the call `state` names and go on with it; raises
-        `UnknownRequestState` unless `principal` holds that state."""
+        `UnknownRequestState` unless `principal` holds that state for a call of `tool` (the
+        client sends the original request again)."""
         call = self._waiting.get(state)
-        if call is None or call.principal != principal:
+        if call is None or call.principal != principal or call.tool != tool:
             raise UnknownRequestState(state)
         del self._waiting[state]  # each state is good for one round trip
         call.state, call.peer = None, peer

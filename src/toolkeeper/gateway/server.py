@@ -389,7 +389,7 @@ class GatewayServer:
                 # A 2026-07-28 client answering the input its suspended call asked for.
                 try:
                     outcome = await self.suspended.resume(
-                        principal, params.request_state, params.input_responses, peer
+                        principal, name, params.request_state, params.input_responses, peer
                     )
                 except UnknownRequestState:
                     outcome = refusal(
@@ -428,6 +428,7 @@ class GatewayServer:
                 if self._asks_in_rounds(ctx):
                     outcome = await self.suspended.start(
                         principal,
+                        name,
                         peer,
                         lambda peer: self.harness.invoke(
                             proposal, principal=principal, session=session, peer=peer
