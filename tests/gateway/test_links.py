@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from gateway_support import environment, http_client, serve_command
 from mcp import Client, StdioServerParameters, types
+from mcp.client.streamable_http import streamable_http_client
 
 from toolkeeper import Principal, Proposal, ResultEnvelope, Status
 from toolkeeper.cli import main
@@ -388,9 +390,16 @@ class Answering:
 
 @asynccontextmanager
 async def gateway_client(
-    tmp_path: Path, policy: str, answering: Answering, *, era: str, capable: bool = True
+    tmp_path: Path,
+    policy: str,
+    answering: Answering,
+    *,
+    era: str,
+    capable: bool = True,
+    client_era: str = "legacy",
 ) -> AsyncIterator[Client]:
-    """A 2025 client of `toolkeeper serve` over stdio, fronting the link server in `era`."""
+    """A client of `toolkeeper serve` over stdio in `client_era` (2025 unless told),
+    fronting the link server in `era`."""
     env = {"LINK_ERA": "legacy"} if era == "legacy" else {}
     config = write_config(tmp_path, {"up": upstream_entry("up.", **env)}, policy)
     await approve_everything(config)
@@ -404,7 +413,7 @@ async def gateway_client(
             "sampling_callback": answering.on_sample,
             "list_roots_callback": answering.on_roots,
         }
-    async with Client(parameters, mode="legacy", **callbacks) as client:
+    async with Client(parameters, mode=client_era, **callbacks) as client:
         with anyio.fail_after(30):
             while "up.ask" not in {t.name for t in (await client.list_tools()).tools}:
                 await anyio.sleep(0.1)
@@ -516,3 +525,70 @@ async def test_a_client_without_the_capability_is_never_asked(tmp_path: Path, er
     error = holding(refused.structured_content, "category")
     assert (error["category"], error["retryable"]) == ("unavailable", False)
     assert "did not declare the elicitation capability" in error["message"]
+
+
+@UPSTREAM_ERAS
+async def test_a_2026_client_answers_an_upstreams_requests_in_round_trips(
+    tmp_path: Path, era: str
+) -> None:
+    """A 2026-07-28 client has no channel for requests mid-call: the gateway's
+    ``tools/call`` answers ``input_required`` while the upstream call waits, and the SDK
+    client calls again with its answers — governed and recorded as for a 2025 client."""
+    answering = Answering()
+    async with gateway_client(
+        tmp_path, INVOKE_ONLY, answering, era=era, client_era="2026-07-28"
+    ) as client:
+        asked = await client.call_tool("up.ask", {})
+        sampled = await client.call_tool("up.sample", {})
+        listed = await client.call_tool("up.roots", {})
+    assert "accept: Ada" in text_of(asked), asked
+    assert "banana" in text_of(sampled), sampled
+    assert "roots: file:///work/project" in text_of(listed), listed
+    assert answering.asked == ["elicit: What is your name?", "sample", "roots"]
+    home = tmp_path / "home"
+    assert {"elicitation_forwarded", "elicitation_answered"} <= set(trail_of(home, "up.ask"))
+    assert {"sampling_forwarded", "sampling_answered"} <= set(trail_of(home, "up.sample"))
+    assert {"roots_forwarded", "roots_answered"} <= set(trail_of(home, "up.roots"))
+
+
+async def test_a_2026_client_is_not_asked_what_policy_forbids(tmp_path: Path) -> None:
+    answering = Answering()
+    async with gateway_client(
+        tmp_path, NO_SAMPLING, answering, era="2026-07-28", client_era="2026-07-28"
+    ) as client:
+        refused = await client.call_tool("up.sample", {})
+    assert answering.asked == []
+    assert refused.is_error
+    error = holding(refused.structured_content, "category")
+    assert "sampling" in error["message"] and "policy" in error["message"]
+    assert "sampling_refused" in trail_of(tmp_path / "home", "up.sample")
+
+
+async def test_a_2026_client_over_http_answers_in_round_trips(tmp_path: Path) -> None:
+    """Streamable HTTP too: each round trip is its own POST, the call waits in between."""
+    config = write_config(tmp_path, {"up": upstream_entry("up.")}, INVOKE_ONLY)
+    await approve_everything(config)
+    answering = Answering()
+    with serving(config) as (gateway, url):
+        async with (
+            httpx2.AsyncClient() as http,
+            Client(
+                streamable_http_client(url, http_client=http),
+                mode="2026-07-28",
+                elicitation_callback=answering.on_elicit,
+                sampling_callback=answering.on_sample,
+            ) as client,
+        ):
+            with anyio.fail_after(30):
+                while "up.ask" not in {t.name for t in (await client.list_tools()).tools}:
+                    await anyio.sleep(0.1)
+            asked = await client.call_tool("up.ask", {})
+            sampled = await client.call_tool("up.sample", {})
+        gateway.terminate()  # a graceful stop: the ledger's last writes land
+        gateway.wait(timeout=30)
+    assert "accept: Ada" in text_of(asked), asked
+    assert "banana" in text_of(sampled), sampled
+    assert answering.asked == ["elicit: What is your name?", "sample"]
+    assert {"sampling_forwarded", "sampling_answered"} <= set(
+        trail_of(tmp_path / "home", "up.sample")
+    )

@@ -3,10 +3,10 @@
 What an upstream sends mid-call goes back on the request it belongs to: progress under the
 client's own ``progressToken`` (nothing when it sent none), log messages on the call's
 stream (on 2026-07-28 only at the level the request opted in to), and elicitation, sampling
-and ``roots/list`` as requests related to the call — when the client declared the capability
-and its era has a channel for them (a 2026-07-28 client has none mid-call: the gateway's own
-``tools/call`` would have to answer ``input_required``, which it does not). Policy and the
-ledger see each request first (runtime/peer.py).
+and ``roots/list`` as requests related to the call — when the client declared the capability.
+A 2025 session's client is sent them mid-call; a 2026-07-28 client has no channel for that,
+so its calls run suspended between round trips instead (rounds.py). Policy and the ledger
+see each request first (runtime/peer.py).
 """
 
 from __future__ import annotations
@@ -38,6 +38,36 @@ _SEVERITY: tuple[types.LoggingLevel, ...] = (
     "alert",
     "emergency",
 )
+
+
+def undeclared(ctx: ServerRequestContext[Any, Any], request: ClientRequest) -> str | None:
+    """Why the client behind `ctx` may not be sent `request`: it did not declare the
+    capability (per connection in 2025, per request in 2026-07-28); None when it did."""
+    if not ctx.session.check_client_capability(_CAPABILITY[request]):
+        return f"the calling client did not declare the {_NAMES[request]} capability"
+    return None
+
+
+def wire_request(request: ClientRequest, params: dict[str, Any]) -> types.ServerRequest:
+    """`request` with `params` (wire JSON) as the SDK's typed request."""
+    if request == "elicit":
+        return types.ElicitRequest.model_validate(
+            {"method": "elicitation/create", "params": params}, by_name=False
+        )
+    if request == "roots":
+        return types.ListRootsRequest.model_validate(
+            {"method": "roots/list", "params": params or None}, by_name=False
+        )
+    return types.CreateMessageRequest.model_validate(
+        {"method": "sampling/createMessage", "params": params}, by_name=False
+    )
+
+
+_ANSWER: dict[ClientRequest, type[types.Result]] = {
+    "elicit": types.ElicitResult,
+    "roots": types.ListRootsResult,
+    "sample": types.CreateMessageResult,
+}
 
 
 class LogLevels:
@@ -76,10 +106,14 @@ class ClientPeer:
     def __repr__(self) -> str:
         return f"ClientPeer(request_id={self._ctx.request_id!r})"
 
+    @property
+    def ctx(self) -> ServerRequestContext[Any, Any]:
+        return self._ctx
+
     def unable(self, request: ClientRequest) -> str | None:
         session, what = self._ctx.session, _NAMES[request]
-        if not session.check_client_capability(_CAPABILITY[request]):
-            return f"the calling client did not declare the {what} capability"
+        if (missing := undeclared(self._ctx, request)) is not None:
+            return missing
         if not session.can_send_request:
             return (
                 f"the calling client's connection has no channel for {what} requests "
@@ -105,25 +139,11 @@ class ClientPeer:
 
     async def ask(self, request: ClientRequest, params: dict[str, Any]) -> dict[str, Any]:
         related = ServerMessageMetadata(related_request_id=self._ctx.request_id)
-        outgoing: types.ServerRequest
-        answer_type: type[types.Result]
-        if request == "elicit":
-            outgoing = types.ElicitRequest.model_validate(
-                {"method": "elicitation/create", "params": params}, by_name=False
-            )
-            answer_type = types.ElicitResult
-        elif request == "roots":
-            outgoing = types.ListRootsRequest.model_validate(
-                {"method": "roots/list", "params": params or None}, by_name=False
-            )
-            answer_type = types.ListRootsResult
-        else:
-            outgoing = types.CreateMessageRequest.model_validate(
-                {"method": "sampling/createMessage", "params": params}, by_name=False
-            )
-            answer_type = types.CreateMessageResult
+        outgoing = wire_request(request, params)
         try:
-            answer = await self._ctx.session.send_request(outgoing, answer_type, metadata=related)
+            answer = await self._ctx.session.send_request(
+                outgoing, _ANSWER[request], metadata=related
+            )
         except Exception as exc:  # the client refused, or the channel broke
             raise InputRefused(
                 f"the calling client answered the {_NAMES[request]} request with an error: {exc}",

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import anyio
 from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestContext
@@ -49,6 +49,7 @@ from mcp_types import (
     INVALID_REQUEST,
     CallToolRequestParams,
     CallToolResult,
+    InputRequiredResult,
     ListResourcesResult,
     ListToolsResult,
     PaginatedRequestParams,
@@ -67,7 +68,7 @@ from toolkeeper.contract.model import ToolContract
 from toolkeeper.discovery.progressive import LOAD_TOOLS, META_TOOLS, MetaTools
 from toolkeeper.errors import ApprovalError, LedgerError
 from toolkeeper.gateway import resources
-from toolkeeper.gateway.peer import ClientPeer, LogLevels
+from toolkeeper.gateway.peer import ClientPeer, LogLevels, undeclared
 from toolkeeper.gateway.readonly import UpstreamReads, install_handlers
 from toolkeeper.gateway.results import (
     RESUME_TOOL,
@@ -79,8 +80,10 @@ from toolkeeper.gateway.results import (
     tool_listing,
     withheld_result,
 )
+from toolkeeper.gateway.rounds import SuspendedCalls, UnknownRequestState
 from toolkeeper.gateway.wire import sent_call
 from toolkeeper.runtime import stages
+from toolkeeper.runtime.context import ClientRequest
 from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope, Status, ToolError
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.invocation import Principal, Proposal
@@ -106,6 +109,11 @@ MAX_CACHED_LISTINGS = 64
 MAX_TRACKED_SESSIONS = 10_000
 """Handshake-era connections remembered for list-changed pushes (the SDK's session cap), and
 principals whose listeners are tracked."""
+MAX_SUSPENDED_CALLS = 256
+"""Calls of 2026-07-28 clients held at once while their clients answer a tool's request."""
+SUSPENDED_CALL_SECONDS = 600.0
+"""How long such a call waits for its client to call again with the answer (rounds.py)."""
+_CAPABILITY_ASKS: tuple[ClientRequest, ...] = get_args(ClientRequest)
 IDEMPOTENCY_KEY_META = "toolkeeper.dev/idempotency_key"
 """The ``_meta`` key of ``tools/call`` under which a client names its idempotency key: a
 retry that carries the same key (after a timeout, a lost connection, a gateway restart)
@@ -263,6 +271,7 @@ class GatewayServer:
         self._sessions: dict[str, tuple[Principal, ServerSession]] = {}
         self._audiences: OrderedDict[Principal, _Audience] = OrderedDict()
         self._log_levels = LogLevels(limit=MAX_TRACKED_SESSIONS)
+        self.suspended = SuspendedCalls(limit=MAX_SUSPENDED_CALLS, lifetime=SUSPENDED_CALL_SECONDS)
         self.lowlevel = _Server(
             name,
             version=version,
@@ -383,14 +392,32 @@ class GatewayServer:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
         principal = self._principal(ctx)
         name, arguments, request_id = params.name, params.arguments, ctx.request_id
         sent = sent_call(ctx.request)
         if sent is not None:  # the SDK handled a copy it could parse; run what was sent
             name, arguments, request_id = sent.name, sent.arguments, sent.request_id
+        session = self._session_of(ctx)
+        peer = ClientPeer(ctx, session=session, levels=self._log_levels)
         try:
-            if name == RESUME_TOOL:
+            if params.request_state is not None:
+                # A 2026-07-28 client answering the input its suspended call asked for.
+                try:
+                    outcome = await self.suspended.resume(
+                        principal, name, params.request_state, params.input_responses, peer
+                    )
+                except UnknownRequestState:
+                    outcome = refusal(
+                        ErrorCategory.INVALID_ARGUMENT,
+                        "the requestState names no call waiting on this client: it expired, "
+                        "was already answered, or was never issued to this principal",
+                        "Call the tool again without requestState.",
+                    )
+                if isinstance(outcome, InputRequiredResult):
+                    return outcome
+                envelope = outcome
+            elif name == RESUME_TOOL:
                 envelope = await self._resume(arguments, principal)
             else:
                 meta = params.meta or {}
@@ -426,12 +453,22 @@ class GatewayServer:
                     family="mcp",
                     idempotency_key=key,
                 )
-                envelope = await self.harness.invoke(
-                    proposal,
-                    principal=principal,
-                    session=self._session_of(ctx),
-                    peer=ClientPeer(ctx, session=self._session_of(ctx), levels=self._log_levels),
-                )
+                if self._asks_in_rounds(ctx):
+                    outcome = await self.suspended.start(
+                        principal,
+                        name,
+                        peer,
+                        lambda peer: self.harness.invoke(
+                            proposal, principal=principal, session=session, peer=peer
+                        ),
+                    )
+                    if isinstance(outcome, InputRequiredResult):
+                        return outcome
+                    envelope = outcome
+                else:
+                    envelope = await self.harness.invoke(
+                        proposal, principal=principal, session=session, peer=peer
+                    )
                 if self._discovery is not None and name == LOAD_TOOLS and envelope.ok:
                     await self._loaded_tools_changed(ctx)
         except LedgerError as exc:
@@ -465,6 +502,13 @@ class GatewayServer:
             whole = envelope.model_dump(mode="json", exclude_none=True)
             result = result.model_copy(update={"is_error": True, "structured_content": whole})
         return result
+
+    def _asks_in_rounds(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        """Whether a call of `ctx`'s client runs suspendable (rounds.py): its era has no
+        channel for requests mid-call, and it declared one it could be asked."""
+        if ctx.session.can_send_request or not self.suspended.available:
+            return False
+        return any(undeclared(ctx, request) is None for request in _CAPABILITY_ASKS)
 
     async def _passed_through(self, envelope: ResultEnvelope) -> CallToolResult:
         """The answer of a tool that sent content blocks: its blocks and structured content
@@ -725,7 +769,7 @@ class GatewayServer:
 
     @asynccontextmanager
     async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
-        async with anyio.create_task_group() as tasks:
+        async with self.suspended.running(), anyio.create_task_group() as tasks:
             tasks.start_soon(self._watch_catalog)
             for task in self._background:
                 tasks.start_soon(task)
