@@ -2,19 +2,22 @@
 standard library, no files, no network, no environment — and every call to a name the program
 did not define suspends it at a snapshot that the host answers.
 
-The driver is synchronous at the sandbox boundary (a snapshot's ``resume`` blocks for the few
-microseconds the worker takes; the async driver costs about four times as much per call) and
-async at the host boundary (each inner call is awaited through the pipeline). A host answer
+The driver drives the sandbox synchronously (pydantic-monty's async driver costs about four
+times as much per call) but never on the event loop: each blocking step — starting, resuming
+or loading a program, which lasts as long as the program computes before its next call, up to
+`CodeLimits.cpu_seconds` — runs in a worker thread (`_off_loop`), while each inner call is
+awaited on the loop through the pipeline. A host answer
 may instead pause the program (`Pause`): the snapshot then dumps to a few KB that
 `MontyTier.resume` continues in any process, exactly at that call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -113,12 +116,25 @@ class MontyTier:
         if pool is not None:
             pool.__exit__(None, None, None)
 
+    @contextlib.asynccontextmanager
+    async def _session(self, **options: Any) -> AsyncIterator[Any]:
+        """A worker checked out of the pool; starting the pool and waiting for a free worker
+        block, so both happen off the loop."""
+        pool = await _off_loop(self._workers)
+        checkout = pool.checkout(script_name="program.py", **options)
+        session = await _off_loop(checkout.__enter__)
+        try:
+            yield session
+        finally:
+            with anyio.CancelScope(shield=True):  # a cancelled run still returns its worker
+                await _off_loop(checkout.__exit__, None, None, None)
+
     async def run(self, code: str, *, call: Host, limits: CodeLimits) -> ProgramOutcome | Paused:
         """Run `code`, answering each call to an undefined function with `call`."""
         output = _Output()
-        with self._workers().checkout(script_name="program.py", limits=_limits(limits)) as session:
+        async with self._session(limits=_limits(limits)) as session:
             try:
-                snapshot = session.feed_start(code, print_callback=output.write)
+                snapshot = await _off_loop(session.feed_start, code, print_callback=output.write)
             except pm.MontyError as exc:
                 return _failed(exc, output, limits)
             return await _drive(snapshot, call, limits, output)
@@ -137,8 +153,8 @@ class MontyTier:
         result of the call it paused at; later calls go to `call` as before."""
         output = _Output()
         output.write("stdout", stdout)
-        with self._workers().checkout(script_name="program.py") as session:
-            snapshot = session.load_snapshot(state, print_callback=output.write)
+        async with self._session() as session:
+            snapshot = await _off_loop(session.load_snapshot, state, print_callback=output.write)
             return await _drive(snapshot, call, limits, output, first=answer, batch=batch)
 
 
@@ -199,7 +215,7 @@ async def _drive(
                 if time.monotonic() > deadline:
                     break
                 if isinstance(snapshot, pm.NameLookupSnapshot):
-                    snapshot = snapshot.resume()  # an undefined name: NameError
+                    snapshot = await _off_loop(snapshot.resume)  # an undefined name: NameError
                     continue
                 if isinstance(snapshot, pm.FutureSnapshot):
                     if batch is None:
@@ -209,31 +225,32 @@ async def _drive(
                     except Pause as pause:
                         assert batch.waiting is not None
                         waiting = batch.calls[batch.waiting]
-                        return Paused(snapshot.dump(), waiting, pause.key, output.text(), batch)
+                        state = await _off_loop(snapshot.dump)
+                        return Paused(state, waiting, pause.key, output.text(), batch)
                     first = None
-                    snapshot = snapshot.resume(batch.settled)
+                    snapshot = await _off_loop(snapshot.resume, batch.settled)
                     batch = None
                     continue
                 if not isinstance(snapshot, pm.FunctionSnapshot) or snapshot.is_os_function:
-                    snapshot = _refuse_os(snapshot)
+                    snapshot = await _off_loop(_refuse_os, snapshot)
                     continue
                 name = str(snapshot.function_name)
                 call = HostCall(name, tuple(_plain(snapshot.args)), _plain(snapshot.kwargs))
                 awaited = host.awaitable(name)
                 if awaited is not None:
                     pending[snapshot.call_id] = call._replace(name=awaited)
-                    snapshot = snapshot.resume({"future": ...})
+                    snapshot = await _off_loop(snapshot.resume, {"future": ...})
                     continue
                 try:
                     answer = await (first() if first is not None else host(call))
                     first = None
                 except Pause as pause:
-                    return Paused(snapshot.dump(), call, pause.key, output.text())
+                    return Paused(await _off_loop(snapshot.dump), call, pause.key, output.text())
                 except InnerCallError as exc:
                     first = None
-                    snapshot = snapshot.resume(_raised(exc))
+                    snapshot = await _off_loop(snapshot.resume, _raised(exc))
                     continue
-                snapshot = snapshot.resume({"return_value": answer})
+                snapshot = await _off_loop(snapshot.resume, {"return_value": answer})
             else:
                 return ProgramOutcome(
                     value=_plain(snapshot.output),
@@ -299,6 +316,12 @@ async def _settle(batch: Batch, host: Host, first: Callable[[], Awaitable[Any]] 
     for call_id in order:
         if call_id not in batch.settled:
             await one(call_id, functools.partial(host, batch.calls[call_id]))
+
+
+async def _off_loop(step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a blocking sandbox step in a worker thread. It is not abandoned on cancellation: the
+    worker's own CPU limit ends it, and the session must not be touched by two threads."""
+    return await anyio.to_thread.run_sync(functools.partial(step, *args, **kwargs))
 
 
 def _raised(exc: InnerCallError) -> Any:

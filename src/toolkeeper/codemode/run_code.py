@@ -390,7 +390,7 @@ class CodeMode:
 
     async def _answer(
         self, program: Program, outcome: ProgramOutcome | Paused, context: ToolContext
-    ) -> dict[str, Any]:
+    ) -> ToolAnswer:
         if isinstance(outcome, Paused):
             await self._pause(program, outcome, context)
         output = self._output(program, outcome.stdout, outcome.truncated)
@@ -399,7 +399,9 @@ class CodeMode:
             {"type": outcome.error_type, "message": outcome.error} if outcome.error else None
         )
         if outcome.error is None:
-            return output
+            # The contract declares the worst case (committing); the answer says what the
+            # program's inner calls did, so a program that only read is not "committed".
+            return ToolAnswer(value=output, blocks=(), effect_committed=program.effect_committed())
         category = _raised_by_call(outcome, program)
         raise ToolFailure(
             f"the program raised {outcome.error_type}: {outcome.error}",

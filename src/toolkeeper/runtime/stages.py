@@ -939,9 +939,9 @@ async def attempt(
         return Outcome(
             "returned",
             output=output.value,
-            effect_committed=writes,
+            effect_committed=output.effect_committed if writes else False,
             latency_ms=elapsed(),
-            answer=output,
+            answer=output if output.blocks or output.is_error else None,
         )
     return Outcome("returned", output=output, effect_committed=writes, latency_ms=elapsed())
 
