@@ -446,3 +446,61 @@ def test_run_code_records_the_effect_its_inner_calls_had(tmp_path: Path) -> None
         assert caught.execution_meta.effect_state is EffectState.UNKNOWN
     finally:
         harness.close()
+
+
+PEEK_TWICE = """
+import asyncio
+
+async def main():
+    return await asyncio.gather(peek_async("a"), peek_async("b"), get_rows_async("s", limit=2))
+
+first, second, rows = await main()
+[first, second, len(rows)]
+"""
+
+
+def test_several_approvals_in_one_gathered_batch_are_resolved_in_turn(
+    tmp_path: Path, sent: list[dict[str, Any]]
+) -> None:
+    """Two concurrent reads that both need approval: run_code pauses on the first, its
+    continuation pauses on the second (its approval now carries the program), and only then
+    does the program go on — no approval is left without the program waiting on it."""
+    gated = (
+        '@approval("required")\n'
+        'permit (principal, action == Toolkeeper::Action::"invoke", resource is Toolkeeper::Tool)'
+        ' when { resource.id == "peek" };'
+    )
+    harness = make_harness(tmp_path / "tk", sent, policy=CedarPolicyEngine(policies=gated))
+
+    @tool(side_effect="none")
+    def peek(key: str) -> str:
+        """A read an approver must allow."""
+        return key.upper()
+
+    harness.register(peek)
+    try:
+        first = run(harness, PEEK_TWICE)
+        assert first.status is Status.PENDING_APPROVAL, first
+        pending = harness.approvals.list()
+        assert len(pending) == 2  # both reads asked, concurrently
+        waiting = {a.approval_id: a for a in pending}
+        assert first.execution_meta.approval_id in waiting
+        harness.approvals.decide(first.execution_meta.approval_id, "approve", by="carol")
+
+        second = resume(harness, first.execution_meta.approval_id)
+        assert second.status is Status.PENDING_APPROVAL, second
+        other = second.execution_meta.approval_id
+        assert other in waiting and other != first.execution_meta.approval_id
+        assert "Code Mode program" in harness.approvals.get(other).account  # it has the program
+        assert [a.approval_id for a in harness.approvals.list()] == [other]
+        harness.approvals.decide(other, "approve", by="carol")
+
+        done = resume(harness, other)
+        assert done.status is Status.SUCCEEDED, done
+        assert sorted(done.structured_content["value"][:2]) == ["A", "B"]
+        assert done.structured_content["value"][2] == 2
+        assert harness.approvals.list() == []  # none orphaned
+        peeks = [r for r in harness.ledger.query(limit=50) if r.tool == "peek@0.0.0"]
+        assert sorted(r.status for r in peeks) == ["succeeded", "succeeded"]
+    finally:
+        harness.close()

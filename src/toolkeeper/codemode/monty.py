@@ -182,12 +182,16 @@ class Batch:
     """Sandbox call id → its answer (a return value or an exception), once known."""
     waiting: int | None = None
     """The call the batch paused at."""
+    approvals: dict[int, str] = field(default_factory=dict)
+    """Concurrent calls that paused too, each on its own approval (sandbox call id → approval
+    id): the batch pauses on them in turn, so no approval is left without its program."""
 
     def as_json(self) -> dict[str, Any]:
         return {
             "calls": {str(k): list(v) for k, v in self.calls.items()},
             "settled": {str(k): v for k, v in self.settled.items()},
             "waiting": self.waiting,
+            "approvals": {str(k): v for k, v in self.approvals.items()},
         }
 
     @classmethod
@@ -196,7 +200,16 @@ class Batch:
             calls={int(k): HostCall(v[0], tuple(v[1]), v[2]) for k, v in data["calls"].items()},
             settled={int(k): v for k, v in data["settled"].items()},
             waiting=data["waiting"],
+            approvals={int(k): v for k, v in data.get("approvals", {}).items()},
         )
+
+    def pause_on_next_approval(self) -> None:
+        """Pause at the first call still waiting on an approval it already has, if any: the
+        approval is stored with the program then, not created again."""
+        if self.approvals:
+            self.waiting = min(self.approvals)
+            key = self.approvals.pop(self.waiting)
+            raise Pause(f"waiting for approval {key}", key=key)
 
 
 async def _drive(
@@ -284,7 +297,9 @@ async def _drive(
 async def _settle(batch: Batch, host: Host, first: Callable[[], Awaitable[Any]] | None) -> None:
     """Answer every call of `batch`: the one it paused at from `first`, then read-only calls
     concurrently, then the rest in program order. A `Pause` leaves `batch.waiting` set and
-    what is settled kept, so a continued program answers each call once."""
+    what is settled kept, so a continued program answers each call once. Reads that pause
+    together are resolved in turn — each continuation pauses on the next one's approval —
+    and a write is not proposed before the reads ahead of it are answered."""
 
     async def one(call_id: int, answer: Callable[[], Awaitable[Any]]) -> None:
         try:
@@ -298,21 +313,20 @@ async def _settle(batch: Batch, host: Host, first: Callable[[], Awaitable[Any]] 
     if first is not None and batch.waiting is not None:
         await one(batch.waiting, first)
     batch.waiting = None
+    batch.pause_on_next_approval()
     order = [i for i in sorted(batch.calls) if i not in batch.settled]
     reads = [i for i in order if host.concurrent(batch.calls[i])]
-    paused: list[Pause] = []
 
     async def read(call_id: int) -> None:
         try:
             await one(call_id, functools.partial(host, batch.calls[call_id]))
         except Pause as pause:  # a read that needs approval waits like a write
-            paused.append(pause)
+            batch.approvals[call_id] = pause.key
 
     async with anyio.create_task_group() as group:
         for call_id in reads:
             group.start_soon(read, call_id)
-    if paused:
-        raise paused[0]
+    batch.pause_on_next_approval()
     for call_id in order:
         if call_id not in batch.settled:
             await one(call_id, functools.partial(host, batch.calls[call_id]))
