@@ -48,3 +48,20 @@ async def test_run_code_through_the_gateway_pauses_and_resumes(tmp_path: Path) -
         assert done.structured_content["value"] == 10
         assert done.structured_content["stdout"] == "read [6, 4]\nset\n"
         assert [c["status"] for c in done.structured_content["calls"]] == ["succeeded"] * 3
+
+
+async def test_the_configured_tier_runs_a_principals_programs(tmp_path: Path) -> None:
+    """`code_tiers`: alice's programs run in CPython when her call names no tier."""
+    gateway = write_gateway(tmp_path)
+    gateway.config.write_text(
+        gateway.config.read_text().replace(
+            'stdio_principal = "alice"',
+            'stdio_principal = "alice"\ncode_mode = true\ncode_tiers = { alice = "cpython" }',
+        )
+    )
+    program = "import platform\nplatform.python_implementation()"
+    async with stdio_client(gateway, "2026-07-28") as client:
+        ran = await client.call_tool("toolkeeper.run_code", {"code": program})
+        assert not ran.is_error, ran
+        assert ran.structured_content is not None
+        assert ran.structured_content["value"] == "CPython"

@@ -81,6 +81,17 @@ _CODE_SCHEMA: dict[str, Any] = {
 }
 
 
+def _checked_tiers(tiers: Mapping[str, str]) -> dict[str, str]:
+    for who, tier in tiers.items():
+        if tier not in (MONTY, CPYTHON):
+            raise ConfigError(
+                f"code_tiers[{who!r}] is {tier!r}; a tier is {MONTY!r} or {CPYTHON!r}",
+                key=f"code_tiers.{who}",
+                value=tier,
+            )
+    return dict(tiers)
+
+
 def run_code_contract(limits: CodeLimits) -> ToolContract:
     """The run_code contract for a harness with these limits."""
     schema = {
@@ -293,6 +304,7 @@ class CodeMode:
         self,
         *,
         limits: CodeLimits,
+        tiers: Mapping[str, str] | None = None,
         contracts: Callable[[Principal], list[ToolContract]],
         invoke: Invoke,
         resume_call: Callable[[ApprovalRecord, Principal], Awaitable[ResultEnvelope]],
@@ -300,6 +312,7 @@ class CodeMode:
         artifacts: Any,
     ) -> None:
         self.limits = limits
+        self.tiers = _checked_tiers(tiers or {})
         self.contract = run_code_contract(limits)
         self._contracts = contracts
         self._invoke = invoke
@@ -307,6 +320,11 @@ class CodeMode:
         self._ledger = ledger
         self._artifacts = artifacts
         self.monty = MontyTier()
+
+    def tier_for(self, principal: Principal) -> str:
+        """The tier `principal`'s programs run in when run_code names none: the operator's
+        choice for that principal, else for everyone (``"*"``), else Monty."""
+        return self.tiers.get(principal.id) or self.tiers.get("*") or MONTY
 
     def sdk_contracts(self, principal: Principal, tools: list[str] | None) -> list[ToolContract]:
         """What `principal` may call from code (run_code itself excluded), or the named ones
@@ -355,7 +373,7 @@ class CodeMode:
         if "resume" in arguments:
             return await self._continue(arguments["resume"], context)
         program = self._program(context, context.call_id, 0)
-        tier = program.tier = arguments.get("tier", MONTY)
+        tier = program.tier = arguments.get("tier") or self.tier_for(context.principal)
         outcome: ProgramOutcome | Paused
         if tier == CPYTHON:
             self._require_cpython()
