@@ -29,7 +29,13 @@ import anyio.to_thread
 from toolkeeper.codemode import pauses, replay
 from toolkeeper.codemode.monty import Batch, Halt, MontyTier, Pause, Paused
 from toolkeeper.codemode.pauses import InnerCall
-from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
+from toolkeeper.codemode.program import (
+    RUN_CODE_ID,
+    CodeLimits,
+    HostCall,
+    InnerCallError,
+    ProgramOutcome,
+)
 from toolkeeper.codemode.sdk import ASYNC_SUFFIX, Sdk, compile_sdk, index, python_names, render
 from toolkeeper.contract.model import (
     Idempotency,
@@ -47,7 +53,6 @@ from toolkeeper.runtime.context import ToolContext
 from toolkeeper.runtime.envelope import EffectState, ErrorCategory, ResultEnvelope, Status
 from toolkeeper.runtime.invocation import Principal, Proposal
 
-RUN_CODE_ID = "toolkeeper.run_code"
 RUN_CODE_VERSION = "1.0.0"
 RUN_CODE_REF = f"{RUN_CODE_ID}@{RUN_CODE_VERSION}"
 ORIGIN = "code"
