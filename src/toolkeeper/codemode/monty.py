@@ -120,9 +120,13 @@ class MontyTier:
     async def _session(self, **options: Any) -> AsyncIterator[Any]:
         """A worker checked out of the pool; starting the pool and waiting for a free worker
         block, so both happen off the loop."""
-        pool = await _off_loop(self._workers)
-        checkout = pool.checkout(script_name="program.py", **options)
-        session = await _off_loop(checkout.__enter__)
+
+        def start() -> tuple[Any, Any]:  # one hop to the thread, not one per step
+            checkout = self._workers().checkout(script_name="program.py", **options)
+            return checkout, checkout.__enter__()
+
+        with anyio.CancelScope(shield=True):  # a worker checked out is always returned
+            checkout, session = await _off_loop(start)
         try:
             yield session
         finally:

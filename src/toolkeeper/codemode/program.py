@@ -74,6 +74,7 @@ class InnerCallError(Exception):
 
 __all__ = [
     "DEFAULT_CODE_LIMITS",
+    "RUN_CODE_ID",
     "Abort",
     "CodeLimits",
     "HostCall",
