@@ -51,8 +51,8 @@ class ToolAnswer:
     """Whether a write tool's effect happened, when it returned: a tool whose contract
     declares the worst case (run_code, whose programs may only read) says what this call did —
     False nothing was written, None it cannot tell. Ignored for a read-only contract. An
-    answer with no blocks is a plain value that reports its effect (no content passes
-    through)."""
+    answer with neither blocks nor `structured` is a plain value that reports its effect:
+    no content passes through."""
 
 
 class ToolFailure(Exception):

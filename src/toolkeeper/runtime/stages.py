@@ -963,7 +963,9 @@ async def attempt(
             output=output.value,
             effect_committed=output.effect_committed if writes else False,
             latency_ms=elapsed(),
-            answer=output if output.blocks or output.is_error else None,
+            # An answer with neither blocks nor structured content is a plain value that
+            # reports its effect (run_code): nothing of it passes through as content.
+            answer=output if output.blocks or output.structured or output.is_error else None,
         )
     return Outcome("returned", output=output, effect_committed=writes, latency_ms=elapsed())
 
