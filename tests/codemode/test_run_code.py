@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from toolkeeper.cli import main
 from toolkeeper.codemode import CodeLimits
 from toolkeeper.codemode.run_code import RUN_CODE_REF
 from toolkeeper.policy import CedarPolicyEngine
-from toolkeeper.runtime.envelope import ErrorCategory, ResultEnvelope
+from toolkeeper.runtime.envelope import EffectState, ErrorCategory, ResultEnvelope
 from toolkeeper.runtime.harness import Harness
 from toolkeeper.runtime.pipeline import STAGE_NAMES
 
@@ -196,6 +198,7 @@ def test_approval_pauses_the_program_and_resume_continues_it_exactly_there(
         "succeeded",
     ]
     assert resumed.structured_content["effects"]["committed"] == 1
+    assert resumed.execution_meta.effect_state is EffectState.COMMITTED
     first_read = envelope.structured_content["calls"][0]["request_id"]
     assert resumed.structured_content["calls"][0]["request_id"] == first_read  # not re-run
     children = [r for r in again.ledger.query(limit=50) if r.tool == "get_rows@0.0.0"]
@@ -367,3 +370,137 @@ def test_a_vendor_view_offers_one_run_code_tool_carrying_the_sdk(harness: Harnes
     assert message["tool_call_id"] == "call_1"
     assert '\\"value\\": 3' in message["content"] or '"value": 3' in message["content"]
     assert "def get_rows(" in message["content"]  # what sdk_help printed
+
+
+def test_the_event_loop_stays_responsive_while_a_program_computes(tmp_path: Path) -> None:
+    """A program computing between two inner calls must not hold the event loop: a task
+    ticking alongside keeps ticking, its longest gap far below the computation's length."""
+    harness = Harness(home=tmp_path / "tk")
+    marks: list[float] = []
+
+    @tool(side_effect="none")
+    def mark() -> int:
+        """Note the time."""
+        marks.append(time.monotonic())
+        return len(marks)
+
+    harness.register(mark)
+    program = "mark()\ntotal = sum(i * i % 7 for i in range(3_000_000))\nmark()\ntotal"
+    ticks: list[float] = []
+
+    async def main() -> ResultEnvelope:
+        done = anyio.Event()
+
+        async def tick() -> None:
+            while not done.is_set():
+                ticks.append(time.monotonic())
+                await anyio.sleep(0.001)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            envelope = await harness.run_code(program, principal=ALICE)
+            done.set()
+        return envelope
+
+    try:
+        envelope = anyio.run(main)
+    finally:
+        harness.close()
+    assert envelope.status == Status.SUCCEEDED, envelope.error
+    computing = marks[1] - marks[0]
+    during = [t for t in ticks if marks[0] <= t <= marks[1]]
+    gaps = [b - a for a, b in itertools.pairwise(during)]
+    assert len(during) > 2 and max(gaps) < computing / 2, (computing, len(during), max(gaps))
+
+
+def test_run_code_records_the_effect_its_inner_calls_had(tmp_path: Path) -> None:
+    """run_code's contract declares the worst case; its recorded effect is what the program's
+    calls did: reads only → not committed, an inner write of unknown effect → unknown."""
+    permit = (
+        'permit (principal, action == Toolkeeper::Action::"invoke", resource is Toolkeeper::Tool)'
+        ' when { resource.id == "flaky_write" };'
+    )
+    harness = Harness(home=tmp_path / "tk", policy=CedarPolicyEngine(policies=permit))
+
+    @tool(side_effect="none")
+    def count() -> int:
+        """A number."""
+        return 3
+
+    @tool(side_effect="reversible", version="1.0.0")
+    def flaky_write(n: int) -> int:
+        """A write that crashes mid-way."""
+        raise RuntimeError("connection reset after sending")
+
+    harness.register(count)
+    harness.register(flaky_write)
+    try:
+        read = run(harness, "count() + 1")
+        assert read.status is Status.SUCCEEDED and read.structured_content["value"] == 4
+        assert read.execution_meta.effect_state is EffectState.NOT_COMMITTED
+        row = harness.ledger.get(read.execution_meta.request_id)
+        assert row.effect_state == "not_committed"
+        caught = run(harness, "try:\n    flaky_write(1)\nexcept RuntimeError:\n    pass\n'ok'")
+        assert caught.status is Status.SUCCEEDED, caught
+        assert caught.structured_content["effects"]["unknown"] == 1
+        assert caught.execution_meta.effect_state is EffectState.UNKNOWN
+    finally:
+        harness.close()
+
+
+PEEK_TWICE = """
+import asyncio
+
+async def main():
+    return await asyncio.gather(peek_async("a"), peek_async("b"), get_rows_async("s", limit=2))
+
+first, second, rows = await main()
+[first, second, len(rows)]
+"""
+
+
+def test_several_approvals_in_one_gathered_batch_are_resolved_in_turn(
+    tmp_path: Path, sent: list[dict[str, Any]]
+) -> None:
+    """Two concurrent reads that both need approval: run_code pauses on the first, its
+    continuation pauses on the second (its approval now carries the program), and only then
+    does the program go on — no approval is left without the program waiting on it."""
+    gated = (
+        '@approval("required")\n'
+        'permit (principal, action == Toolkeeper::Action::"invoke", resource is Toolkeeper::Tool)'
+        ' when { resource.id == "peek" };'
+    )
+    harness = make_harness(tmp_path / "tk", sent, policy=CedarPolicyEngine(policies=gated))
+
+    @tool(side_effect="none")
+    def peek(key: str) -> str:
+        """A read an approver must allow."""
+        return key.upper()
+
+    harness.register(peek)
+    try:
+        first = run(harness, PEEK_TWICE)
+        assert first.status is Status.PENDING_APPROVAL, first
+        pending = harness.approvals.list()
+        assert len(pending) == 2  # both reads asked, concurrently
+        waiting = {a.approval_id: a for a in pending}
+        assert first.execution_meta.approval_id in waiting
+        harness.approvals.decide(first.execution_meta.approval_id, "approve", by="carol")
+
+        second = resume(harness, first.execution_meta.approval_id)
+        assert second.status is Status.PENDING_APPROVAL, second
+        other = second.execution_meta.approval_id
+        assert other in waiting and other != first.execution_meta.approval_id
+        assert "Code Mode program" in harness.approvals.get(other).account  # it has the program
+        assert [a.approval_id for a in harness.approvals.list()] == [other]
+        harness.approvals.decide(other, "approve", by="carol")
+
+        done = resume(harness, other)
+        assert done.status is Status.SUCCEEDED, done
+        assert sorted(done.structured_content["value"][:2]) == ["A", "B"]
+        assert done.structured_content["value"][2] == 2
+        assert harness.approvals.list() == []  # none orphaned
+        peeks = [r for r in harness.ledger.query(limit=50) if r.tool == "peek@0.0.0"]
+        assert sorted(r.status for r in peeks) == ["succeeded", "succeeded"]
+    finally:
+        harness.close()

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from toolkeeper import Principal, Status, tool
+from toolkeeper.errors import ConfigError
 from toolkeeper.runtime.envelope import ResultEnvelope
 from toolkeeper.runtime.harness import Harness
 
@@ -78,3 +80,34 @@ def test_a_program_that_diverges_on_replay_stops_before_its_calls(tmp_path: Path
     assert "diverged" in done.error.message
     assert effects["sent"] == [] and len(effects["reads"]) == 1
     harness.close()
+
+
+def test_an_operator_chooses_the_tier_per_principal(tmp_path: Path) -> None:
+    """`code_tiers`: bob's programs run in CPython, everyone else's in Monty, when run_code
+    names no tier; a call that names one keeps it."""
+    harness = Harness(home=tmp_path / "tk", code_tiers={"bob": "cpython"})
+    program = "import platform\nplatform.python_implementation()"
+
+    async def main(principal: Principal, tier: str | None = None) -> ResultEnvelope:
+        return await harness.run_code(program, principal=principal, tier=tier)
+
+    try:
+        bob = anyio.run(main, Principal("bob"))
+        assert bob.status is Status.SUCCEEDED, bob
+        assert bob.structured_content["value"] == "CPython"
+        alice = anyio.run(main, ALICE)  # Monty has no platform module
+        assert alice.status is Status.FAILED
+        assert alice.structured_content["error"]["type"] == "ModuleNotFoundError"
+        named = anyio.run(main, Principal("bob"), "monty")
+        assert named.structured_content["error"]["type"] == "ModuleNotFoundError"
+    finally:
+        harness.close()
+
+
+def test_a_tier_outside_the_known_ones_is_a_configuration_error(tmp_path: Path) -> None:
+    harness = Harness(home=tmp_path / "tk", code_tiers={"*": "pypy"})
+    try:
+        with pytest.raises(ConfigError, match=r"code_tiers\['\*'\] is 'pypy'"):
+            harness.code_mode()
+    finally:
+        harness.close()

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
-from gateway_support import stdio_client, write_gateway
+from gateway_support import ALICE, BOB, http_client, stdio_client, write_gateway
 
 from toolkeeper.cli import main
+from toolkeeper.gateway.app import open_gateway, serve_http
+from toolkeeper.gateway.config.settings import load_config
 
 pytestmark = pytest.mark.anyio
 
@@ -48,3 +51,47 @@ async def test_run_code_through_the_gateway_pauses_and_resumes(tmp_path: Path) -
         assert done.structured_content["value"] == 10
         assert done.structured_content["stdout"] == "read [6, 4]\nset\n"
         assert [c["status"] for c in done.structured_content["calls"]] == ["succeeded"] * 3
+
+
+async def test_the_configured_tier_runs_a_principals_programs(tmp_path: Path) -> None:
+    """`code_tiers`: alice's programs run in CPython when her call names no tier."""
+    gateway = write_gateway(tmp_path)
+    gateway.config.write_text(
+        gateway.config.read_text().replace(
+            'stdio_principal = "alice"',
+            'stdio_principal = "alice"\ncode_mode = true\ncode_tiers = { alice = "cpython" }',
+        )
+    )
+    program = "import platform\nplatform.python_implementation()"
+    async with stdio_client(gateway, "2026-07-28") as client:
+        ran = await client.call_tool("toolkeeper.run_code", {"code": program})
+        assert not ran.is_error, ran
+        assert ran.structured_content is not None
+        assert ran.structured_content["value"] == "CPython"
+
+
+async def test_run_code_is_listed_with_the_callers_own_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like a vendor view, the listed run_code carries the SDK of the principal listing it:
+    alice (items:write) sees set_item among its functions, bob (items:read) does not."""
+    monkeypatch.setenv("GATEWAY_TEST_BOB_TOKEN", BOB)
+    gateway = write_gateway(tmp_path)
+    gateway.config.write_text("code_mode = true\n" + gateway.config.read_text())
+    config = load_config(gateway.config)
+    async with open_gateway(config, transport="http") as server, anyio.create_task_group() as tg:
+        ready: list[str] = []
+        tg.start_soon(lambda: serve_http(server, config, port=0, on_ready=ready.append))
+        with anyio.fail_after(10):
+            while not ready:
+                await anyio.sleep(0.01)
+        described = {}
+        for who, token in (("alice", ALICE), ("bob", BOB)):
+            async with http_client(ready[0], token, "legacy") as client:
+                tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+                described[who] = tools["toolkeeper.run_code"].description or ""
+        tg.cancel_scope.cancel()
+    assert "def lookup(item: str, scale: int = 1)" in described["alice"]
+    assert "def set_item(" in described["alice"]
+    assert "def lookup(item: str, scale: int = 1)" in described["bob"]
+    assert "def set_item(" not in described["bob"]

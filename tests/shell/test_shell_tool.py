@@ -52,6 +52,8 @@ def test_a_read_only_command_runs_and_its_row_keeps_the_parse(
     assert done.status is Status.SUCCEEDED
     assert done.structured_content["stdout"].strip() == "2"
     assert done.summary.startswith("exited 0 after") and "changed no file" in done.summary
+    # The contract declares the worst case; the call records what this command did.
+    assert done.execution_meta.effect_state is EffectState.NONE
     analyzed = row_events(harness, done)["analyzed"]
     assert analyzed["side_effect"] == "none"
     assert analyzed["summary"]["summary"] == "[pipeline] 2 commands: cat; wc"
@@ -124,7 +126,8 @@ def test_a_timeout_reports_what_was_changed(tmp_path: Path, root: Path, alice: P
     assert done.status is Status.FAILED and done.error.category is ErrorCategory.TIMEOUT
     # The roots are unchanged, and they are the only place it could write: known, not unknown.
     assert done.error.effect_committed is False
-    assert done.execution_meta.effect_state is EffectState.NOT_COMMITTED
+    # `sleep` is judged read-only, so the call records no effect at all (not "not committed").
+    assert done.execution_meta.effect_state is EffectState.NONE
     assert "was killed after its 1 s timeout" in done.error.message
 
 

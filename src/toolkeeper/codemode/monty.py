@@ -2,19 +2,22 @@
 standard library, no files, no network, no environment — and every call to a name the program
 did not define suspends it at a snapshot that the host answers.
 
-The driver is synchronous at the sandbox boundary (a snapshot's ``resume`` blocks for the few
-microseconds the worker takes; the async driver costs about four times as much per call) and
-async at the host boundary (each inner call is awaited through the pipeline). A host answer
+The driver drives the sandbox synchronously (pydantic-monty's async driver costs about four
+times as much per call) but never on the event loop: each blocking step — starting, resuming
+or loading a program, which lasts as long as the program computes before its next call, up to
+`CodeLimits.cpu_seconds` — runs in a worker thread (`_off_loop`), while each inner call is
+awaited on the loop through the pipeline. A host answer
 may instead pause the program (`Pause`): the snapshot then dumps to a few KB that
 `MontyTier.resume` continues in any process, exactly at that call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -113,12 +116,29 @@ class MontyTier:
         if pool is not None:
             pool.__exit__(None, None, None)
 
+    @contextlib.asynccontextmanager
+    async def _session(self, **options: Any) -> AsyncIterator[Any]:
+        """A worker checked out of the pool; starting the pool and waiting for a free worker
+        block, so both happen off the loop."""
+
+        def start() -> tuple[Any, Any]:  # one hop to the thread, not one per step
+            checkout = self._workers().checkout(script_name="program.py", **options)
+            return checkout, checkout.__enter__()
+
+        with anyio.CancelScope(shield=True):  # a worker checked out is always returned
+            checkout, session = await _off_loop(start)
+        try:
+            yield session
+        finally:
+            with anyio.CancelScope(shield=True):  # a cancelled run still returns its worker
+                await _off_loop(checkout.__exit__, None, None, None)
+
     async def run(self, code: str, *, call: Host, limits: CodeLimits) -> ProgramOutcome | Paused:
         """Run `code`, answering each call to an undefined function with `call`."""
         output = _Output()
-        with self._workers().checkout(script_name="program.py", limits=_limits(limits)) as session:
+        async with self._session(limits=_limits(limits)) as session:
             try:
-                snapshot = session.feed_start(code, print_callback=output.write)
+                snapshot = await _off_loop(session.feed_start, code, print_callback=output.write)
             except pm.MontyError as exc:
                 return _failed(exc, output, limits)
             return await _drive(snapshot, call, limits, output)
@@ -137,8 +157,8 @@ class MontyTier:
         result of the call it paused at; later calls go to `call` as before."""
         output = _Output()
         output.write("stdout", stdout)
-        with self._workers().checkout(script_name="program.py") as session:
-            snapshot = session.load_snapshot(state, print_callback=output.write)
+        async with self._session() as session:
+            snapshot = await _off_loop(session.load_snapshot, state, print_callback=output.write)
             return await _drive(snapshot, call, limits, output, first=answer, batch=batch)
 
 
@@ -166,12 +186,16 @@ class Batch:
     """Sandbox call id → its answer (a return value or an exception), once known."""
     waiting: int | None = None
     """The call the batch paused at."""
+    approvals: dict[int, str] = field(default_factory=dict)
+    """Concurrent calls that paused too, each on its own approval (sandbox call id → approval
+    id): the batch pauses on them in turn, so no approval is left without its program."""
 
     def as_json(self) -> dict[str, Any]:
         return {
             "calls": {str(k): list(v) for k, v in self.calls.items()},
             "settled": {str(k): v for k, v in self.settled.items()},
             "waiting": self.waiting,
+            "approvals": {str(k): v for k, v in self.approvals.items()},
         }
 
     @classmethod
@@ -180,7 +204,16 @@ class Batch:
             calls={int(k): HostCall(v[0], tuple(v[1]), v[2]) for k, v in data["calls"].items()},
             settled={int(k): v for k, v in data["settled"].items()},
             waiting=data["waiting"],
+            approvals={int(k): v for k, v in data.get("approvals", {}).items()},
         )
+
+    def pause_on_next_approval(self) -> None:
+        """Pause at the first call still waiting on an approval it already has, if any: the
+        approval is stored with the program then, not created again."""
+        if self.approvals:
+            self.waiting = min(self.approvals)
+            key = self.approvals.pop(self.waiting)
+            raise Pause(f"waiting for approval {key}", key=key)
 
 
 async def _drive(
@@ -199,7 +232,7 @@ async def _drive(
                 if time.monotonic() > deadline:
                     break
                 if isinstance(snapshot, pm.NameLookupSnapshot):
-                    snapshot = snapshot.resume()  # an undefined name: NameError
+                    snapshot = await _off_loop(snapshot.resume)  # an undefined name: NameError
                     continue
                 if isinstance(snapshot, pm.FutureSnapshot):
                     if batch is None:
@@ -209,31 +242,32 @@ async def _drive(
                     except Pause as pause:
                         assert batch.waiting is not None
                         waiting = batch.calls[batch.waiting]
-                        return Paused(snapshot.dump(), waiting, pause.key, output.text(), batch)
+                        state = await _off_loop(snapshot.dump)
+                        return Paused(state, waiting, pause.key, output.text(), batch)
                     first = None
-                    snapshot = snapshot.resume(batch.settled)
+                    snapshot = await _off_loop(snapshot.resume, batch.settled)
                     batch = None
                     continue
                 if not isinstance(snapshot, pm.FunctionSnapshot) or snapshot.is_os_function:
-                    snapshot = _refuse_os(snapshot)
+                    snapshot = await _off_loop(_refuse_os, snapshot)
                     continue
                 name = str(snapshot.function_name)
                 call = HostCall(name, tuple(_plain(snapshot.args)), _plain(snapshot.kwargs))
                 awaited = host.awaitable(name)
                 if awaited is not None:
                     pending[snapshot.call_id] = call._replace(name=awaited)
-                    snapshot = snapshot.resume({"future": ...})
+                    snapshot = await _off_loop(snapshot.resume, {"future": ...})
                     continue
                 try:
                     answer = await (first() if first is not None else host(call))
                     first = None
                 except Pause as pause:
-                    return Paused(snapshot.dump(), call, pause.key, output.text())
+                    return Paused(await _off_loop(snapshot.dump), call, pause.key, output.text())
                 except InnerCallError as exc:
                     first = None
-                    snapshot = snapshot.resume(_raised(exc))
+                    snapshot = await _off_loop(snapshot.resume, _raised(exc))
                     continue
-                snapshot = snapshot.resume({"return_value": answer})
+                snapshot = await _off_loop(snapshot.resume, {"return_value": answer})
             else:
                 return ProgramOutcome(
                     value=_plain(snapshot.output),
@@ -267,7 +301,9 @@ async def _drive(
 async def _settle(batch: Batch, host: Host, first: Callable[[], Awaitable[Any]] | None) -> None:
     """Answer every call of `batch`: the one it paused at from `first`, then read-only calls
     concurrently, then the rest in program order. A `Pause` leaves `batch.waiting` set and
-    what is settled kept, so a continued program answers each call once."""
+    what is settled kept, so a continued program answers each call once. Reads that pause
+    together are resolved in turn — each continuation pauses on the next one's approval —
+    and a write is not proposed before the reads ahead of it are answered."""
 
     async def one(call_id: int, answer: Callable[[], Awaitable[Any]]) -> None:
         try:
@@ -281,24 +317,29 @@ async def _settle(batch: Batch, host: Host, first: Callable[[], Awaitable[Any]] 
     if first is not None and batch.waiting is not None:
         await one(batch.waiting, first)
     batch.waiting = None
+    batch.pause_on_next_approval()
     order = [i for i in sorted(batch.calls) if i not in batch.settled]
     reads = [i for i in order if host.concurrent(batch.calls[i])]
-    paused: list[Pause] = []
 
     async def read(call_id: int) -> None:
         try:
             await one(call_id, functools.partial(host, batch.calls[call_id]))
         except Pause as pause:  # a read that needs approval waits like a write
-            paused.append(pause)
+            batch.approvals[call_id] = pause.key
 
     async with anyio.create_task_group() as group:
         for call_id in reads:
             group.start_soon(read, call_id)
-    if paused:
-        raise paused[0]
+    batch.pause_on_next_approval()
     for call_id in order:
         if call_id not in batch.settled:
             await one(call_id, functools.partial(host, batch.calls[call_id]))
+
+
+async def _off_loop(step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a blocking sandbox step in a worker thread. It is not abandoned on cancellation: the
+    worker's own CPU limit ends it, and the session must not be touched by two threads."""
+    return await anyio.to_thread.run_sync(functools.partial(step, *args, **kwargs))
 
 
 def _raised(exc: InnerCallError) -> Any:

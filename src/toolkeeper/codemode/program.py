@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+RUN_CODE_ID = "toolkeeper.run_code"
+"""The run_code tool's id (here, so a road can recognize it without loading the sandbox)."""
+
 
 class HostCall(NamedTuple):
     """One call a program made to an SDK function, as the sandbox saw it."""
@@ -71,6 +74,7 @@ class InnerCallError(Exception):
 
 __all__ = [
     "DEFAULT_CODE_LIMITS",
+    "RUN_CODE_ID",
     "Abort",
     "CodeLimits",
     "HostCall",

@@ -29,7 +29,13 @@ import anyio.to_thread
 from toolkeeper.codemode import pauses, replay
 from toolkeeper.codemode.monty import Batch, Halt, MontyTier, Pause, Paused
 from toolkeeper.codemode.pauses import InnerCall
-from toolkeeper.codemode.program import CodeLimits, HostCall, InnerCallError, ProgramOutcome
+from toolkeeper.codemode.program import (
+    RUN_CODE_ID,
+    CodeLimits,
+    HostCall,
+    InnerCallError,
+    ProgramOutcome,
+)
 from toolkeeper.codemode.sdk import ASYNC_SUFFIX, Sdk, compile_sdk, index, python_names, render
 from toolkeeper.contract.model import (
     Idempotency,
@@ -47,7 +53,6 @@ from toolkeeper.runtime.context import ToolContext
 from toolkeeper.runtime.envelope import EffectState, ErrorCategory, ResultEnvelope, Status
 from toolkeeper.runtime.invocation import Principal, Proposal
 
-RUN_CODE_ID = "toolkeeper.run_code"
 RUN_CODE_VERSION = "1.0.0"
 RUN_CODE_REF = f"{RUN_CODE_ID}@{RUN_CODE_VERSION}"
 ORIGIN = "code"
@@ -79,6 +84,17 @@ _CODE_SCHEMA: dict[str, Any] = {
     "required": ["code"],
     "additionalProperties": False,
 }
+
+
+def _checked_tiers(tiers: Mapping[str, str]) -> dict[str, str]:
+    for who, tier in tiers.items():
+        if tier not in (MONTY, CPYTHON):
+            raise ConfigError(
+                f"code_tiers[{who!r}] is {tier!r}; a tier is {MONTY!r} or {CPYTHON!r}",
+                key=f"code_tiers.{who}",
+                value=tier,
+            )
+    return dict(tiers)
 
 
 def run_code_contract(limits: CodeLimits) -> ToolContract:
@@ -293,6 +309,7 @@ class CodeMode:
         self,
         *,
         limits: CodeLimits,
+        tiers: Mapping[str, str] | None = None,
         contracts: Callable[[Principal], list[ToolContract]],
         invoke: Invoke,
         resume_call: Callable[[ApprovalRecord, Principal], Awaitable[ResultEnvelope]],
@@ -300,6 +317,7 @@ class CodeMode:
         artifacts: Any,
     ) -> None:
         self.limits = limits
+        self.tiers = _checked_tiers(tiers or {})
         self.contract = run_code_contract(limits)
         self._contracts = contracts
         self._invoke = invoke
@@ -307,6 +325,11 @@ class CodeMode:
         self._ledger = ledger
         self._artifacts = artifacts
         self.monty = MontyTier()
+
+    def tier_for(self, principal: Principal) -> str:
+        """The tier `principal`'s programs run in when run_code names none: the operator's
+        choice for that principal, else for everyone (``"*"``), else Monty."""
+        return self.tiers.get(principal.id) or self.tiers.get("*") or MONTY
 
     def sdk_contracts(self, principal: Principal, tools: list[str] | None) -> list[ToolContract]:
         """What `principal` may call from code (run_code itself excluded), or the named ones
@@ -355,7 +378,7 @@ class CodeMode:
         if "resume" in arguments:
             return await self._continue(arguments["resume"], context)
         program = self._program(context, context.call_id, 0)
-        tier = program.tier = arguments.get("tier", MONTY)
+        tier = program.tier = arguments.get("tier") or self.tier_for(context.principal)
         outcome: ProgramOutcome | Paused
         if tier == CPYTHON:
             self._require_cpython()
@@ -390,7 +413,7 @@ class CodeMode:
 
     async def _answer(
         self, program: Program, outcome: ProgramOutcome | Paused, context: ToolContext
-    ) -> dict[str, Any]:
+    ) -> ToolAnswer:
         if isinstance(outcome, Paused):
             await self._pause(program, outcome, context)
         output = self._output(program, outcome.stdout, outcome.truncated)
@@ -399,7 +422,9 @@ class CodeMode:
             {"type": outcome.error_type, "message": outcome.error} if outcome.error else None
         )
         if outcome.error is None:
-            return output
+            # The contract declares the worst case (committing); the answer says what the
+            # program's inner calls did, so a program that only read is not "committed".
+            return ToolAnswer(value=output, blocks=(), effect_committed=program.effect_committed())
         category = _raised_by_call(outcome, program)
         raise ToolFailure(
             f"the program raised {outcome.error_type}: {outcome.error}",

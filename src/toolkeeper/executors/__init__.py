@@ -47,6 +47,12 @@ class ToolAnswer:
     """The tool sent `value` as its structured content."""
     is_error: bool = False
     """The tool flagged its answer an error (it then travels in a `ToolFailure`)."""
+    effect_committed: bool | None = True
+    """Whether a write tool's effect happened, when it returned: a tool whose contract
+    declares the worst case (run_code, whose programs may only read) says what this call did —
+    False nothing was written, None it cannot tell. Ignored for a read-only contract. An
+    answer with neither blocks nor `structured` is a plain value that reports its effect:
+    no content passes through."""
 
 
 class ToolFailure(Exception):

@@ -46,6 +46,7 @@ def build_harness(config: GatewayConfig, *, recover: bool = True) -> Harness:
         argument_threshold=config.ledger.argument_threshold,
         call_timeout=config.call_timeout,
         limits=config.limits.harness_limits(),
+        code_tiers=config.code_tiers,
     )
     try:
         load_tools(harness, config)

@@ -64,6 +64,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.adapters.mcp import CALL_ID_META
 from toolkeeper.artifacts.store import ArtifactError
+from toolkeeper.codemode.program import RUN_CODE_ID
 from toolkeeper.contract.model import ToolContract
 from toolkeeper.discovery.progressive import LOAD_TOOLS, META_TOOLS, MetaTools
 from toolkeeper.errors import ApprovalError, LedgerError
@@ -332,6 +333,9 @@ class GatewayServer:
             name = view.vendor_name(contract.ref)
             wanted = shown is None or contract.id in shown
             if name is not None and wanted and self._serves(contract, served):
+                if contract.id == RUN_CODE_ID:
+                    # Its description carries this principal's SDK, as a vendor view's does.
+                    contract = self.harness.code_mode().view_contract(principal)
                 tools.append((name, contract))
         listing = self._listings[key] = _Listing.of(tools)
         if len(self._listings) > MAX_CACHED_LISTINGS:
@@ -359,6 +363,9 @@ class GatewayServer:
         would have it (the view's name replaces it); None when the adapter leaves it out.
         An upstream tool's presentation is the one listed when its definition was first
         served (the ref names the definition; icons are not pinned)."""
+        if contract.id == RUN_CODE_ID:  # one per principal (its SDK): the page keeps it
+            rendered = tool_listing([contract])[:-1]
+            return _wire(rendered[0]) if rendered else None
         if contract.ref not in self._wire_tools:
             rendered = tool_listing([contract])[:-1]  # without the trailing RESUME_TOOL
             tool = _wire(rendered[0]) if rendered else None

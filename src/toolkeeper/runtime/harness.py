@@ -106,13 +106,16 @@ class Harness:
         call_timeout: float = CALL_TIMEOUT,
         limits: Limits = DEFAULT_LIMITS,
         code_limits: CodeLimits = DEFAULT_CODE_LIMITS,
+        code_tiers: Mapping[str, str] | None = None,
     ) -> None:
         """`derived_key_ttl`: seconds a derived idempotency key (a keyed call without a
         caller's key) keeps a settled outcome, None for good; a caller's own key keeps it for
         good. `resume_wait`: seconds a resume waits for the outcome of the same call another
         resume is running before answering that it still runs. `limits` bounds every call's
         arguments and what its result carries inline (docs/limits.md); the defaults suit
-        calls a model writes. `code_limits` bounds every Code Mode program (docs/code-mode.md)."""
+        calls a model writes. `code_limits` bounds every Code Mode program (docs/code-mode.md);
+        `code_tiers` maps a principal id (``"*"``: everyone else) to the sandbox tier its
+        programs run in when run_code names none."""
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
         self._given_closed = False
@@ -143,6 +146,7 @@ class Harness:
         self.call_timeout = call_timeout
         self.limits = limits
         self.code_limits = code_limits
+        self.code_tiers = dict(code_tiers or {})
         self._code: CodeMode | None = None
         self._recover = recover
         self._services: Services | None = None
@@ -518,6 +522,7 @@ class Harness:
 
                 self._code = CodeMode(
                     limits=self.code_limits,
+                    tiers=self.code_tiers,
                     contracts=self.visible_contracts,
                     invoke=self.invoke,
                     resume_call=resume_call,

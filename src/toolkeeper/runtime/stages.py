@@ -46,7 +46,7 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from toolkeeper.artifacts.store import aside_value, project_result
-from toolkeeper.contract.model import Classification, Idempotency, ToolContract
+from toolkeeper.contract.model import Classification, Idempotency, SideEffect, ToolContract
 from toolkeeper.errors import LedgerError
 from toolkeeper.executors import ToolAnswer, ToolFailure, ToolSuspended
 from toolkeeper.executors.inprocess import call_in_thread
@@ -840,7 +840,11 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
         number += 1
         call.attempts = number  # a cancellation from here on knows how far it got
         outcome = await attempt(
-            entry, request.arguments, context_of(call, number), call_timeout(services, contract)
+            entry,
+            request.arguments,
+            context_of(call, number),
+            call_timeout(services, contract),
+            writes=not reads_only(call),
         )
         call.trail.add(
             "dispatch",
@@ -857,13 +861,31 @@ async def dispatch(services: Services, call: Call) -> Call | Stop:
         await anyio.sleep(contract.retry.delay(number))
 
 
+def reads_only(call: Call) -> bool:
+    """Whether this call changes nothing: its contract says so, or — for a tool whose effect
+    depends on its arguments (the shell) — the analyzer judged this call read-only. The
+    contract's worst case still decides durability (intents, keys); this decides the effect
+    the call records."""
+    assert call.entry is not None
+    facts = call.facts
+    read_only = facts is not None and facts.side_effect is SideEffect.NONE
+    return call.entry.contract.is_read_only or read_only
+
+
 async def attempt(
-    entry: ToolEntry, arguments: dict[str, Any], context: ToolContext, timeout: float
+    entry: ToolEntry,
+    arguments: dict[str, Any],
+    context: ToolContext,
+    timeout: float,
+    *,
+    writes: bool | None = None,
 ) -> Outcome:
-    """One run of the executor; `timeout` covers the whole awaited call."""
+    """One run of the executor; `timeout` covers the whole awaited call. `writes`: whether
+    this call may change anything (default: the contract's word)."""
     contract = entry.contract
     assert entry.executor is not None
-    writes = not contract.is_read_only
+    if writes is None:
+        writes = not contract.is_read_only
     unknown = None if writes else False
     started = time.perf_counter()
 
@@ -939,9 +961,11 @@ async def attempt(
         return Outcome(
             "returned",
             output=output.value,
-            effect_committed=writes,
+            effect_committed=output.effect_committed if writes else False,
             latency_ms=elapsed(),
-            answer=output,
+            # An answer with neither blocks nor structured content is a plain value that
+            # reports its effect (run_code): nothing of it passes through as content.
+            answer=output if output.blocks or output.structured or output.is_error else None,
         )
     return Outcome("returned", output=output, effect_committed=writes, latency_ms=elapsed())
 
@@ -1140,9 +1164,15 @@ async def check(services: Services, call: Call) -> Call | Stop:
         verified = await _verify(services, call)
     # Serializing and checking a large output is CPU work: off the loop.
     if larger_than(outcome.output, services.limits.offload_bytes):
-        checked = await offload(judge, entry, call.request.call_id, outcome, verified)
+        checked = await offload(
+            functools.partial(judge, read_only=reads_only(call)),
+            entry,
+            call.request.call_id,
+            outcome,
+            verified,
+        )
     else:
-        checked = judge(entry, call.request.call_id, outcome, verified)
+        checked = judge(entry, call.request.call_id, outcome, verified, read_only=reads_only(call))
     if outcome.answer is not None:
         # The blocks travel on whatever the verdict; a failure's structured content (a tool
         # error the tool described) is projected like a success's.
@@ -1182,8 +1212,8 @@ async def read_back(
         return None
 
 
-def _effect_state(contract: ToolContract, committed: bool | None) -> EffectState:
-    if contract.is_read_only:
+def _effect_state(read_only: bool, committed: bool | None) -> EffectState:
+    if read_only:
         return EffectState.NONE
     return {
         True: EffectState.COMMITTED,
@@ -1211,10 +1241,20 @@ def unrepeatable(contract: ToolContract, error: ToolError) -> ToolError:
     return error.model_copy(update={"retryable": False, "suggested_fix": UNKNOWN_EFFECT_FIX})
 
 
-def judge(entry: ToolEntry, call_id: str, outcome: Outcome, verified: bool | None) -> Checked:
-    """The check stage's rules over an outcome and a read-back, without I/O."""
+def judge(
+    entry: ToolEntry,
+    call_id: str,
+    outcome: Outcome,
+    verified: bool | None,
+    *,
+    read_only: bool | None = None,
+) -> Checked:
+    """The check stage's rules over an outcome and a read-back, without I/O. `read_only`:
+    this call changes nothing (default: the contract's word; see `reads_only`)."""
     contract = entry.contract
-    state = _effect_state(contract, outcome.effect_committed)
+    state = _effect_state(
+        contract.is_read_only if read_only is None else read_only, outcome.effect_committed
+    )
     if outcome.kind != "returned":
         assert outcome.error is not None
         status = {

@@ -352,6 +352,13 @@ class GatewayConfig(_Strict):
             "is governed like a direct one (docs/code-mode.md; needs the codemode extra)."
         ),
     )
+    code_tiers: dict[str, Literal["monty", "cpython"]] = Field(
+        default_factory=dict,
+        description=(
+            "The sandbox tier each principal's programs run in when run_code names none: "
+            "principal id (or '*' for everyone else) to 'monty' or 'cpython'."
+        ),
+    )
     discovery: Literal["all", "search"] = Field(
         default="all",
         description=(
