@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from toolkeeper.errors import ConfigError
@@ -110,7 +112,9 @@ async def _stdio(config: GatewayConfig) -> None:
     from toolkeeper.gateway.app import open_gateway, serve_stdio
 
     async with open_gateway(config, transport="stdio") as server:
-        await serve_stdio(server, max_message_bytes=config.limits.message_bytes)
+        await _until_stopped(
+            lambda: serve_stdio(server, max_message_bytes=config.limits.message_bytes)
+        )
 
 
 async def _http(config: GatewayConfig, address: tuple[str, int] | None) -> None:
@@ -122,4 +126,31 @@ async def _http(config: GatewayConfig, address: tuple[str, int] | None) -> None:
         print(f"toolkeeper gateway listening on {url}", flush=True)
 
     async with open_gateway(config, transport="http") as server:
-        await serve_http(server, config, host=host, port=port, on_ready=ready)
+        await _until_stopped(
+            lambda: serve_http(server, config, host=host, port=port, on_ready=ready)
+        )
+
+
+async def _until_stopped(serve: Callable[[], Awaitable[None]]) -> None:
+    """Run `serve` until it returns or the process is asked to stop (SIGTERM, SIGHUP). A
+    signal's default action ends the process on the spot, before the gateway closes its
+    ledger, so records still queued behind (reads, rejections) would be lost; here the stop
+    unwinds normally and `open_gateway` closes the ledger. Over HTTP uvicorn takes SIGTERM
+    itself while it serves, shuts down gracefully and raises the signal again, which lands
+    here."""
+    import anyio
+
+    async with anyio.create_task_group() as tasks:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                async for number in signals:
+                    logging.getLogger(__name__).info(
+                        "%s: stopping; the ledger is closed first", signal.Signals(number).name
+                    )
+                    tasks.cancel_scope.cancel()
+                    return
+
+        tasks.start_soon(stop_on_signal)
+        await serve()
+        tasks.cancel_scope.cancel()
