@@ -22,6 +22,7 @@ from toolkeeper.errors import ConfigError
 
 if TYPE_CHECKING:
     from toolkeeper.gateway.config.settings import GatewayConfig
+    from toolkeeper.gateway.server import GatewayServer
 
 _FROM_CONFIG = "config"
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -113,7 +114,7 @@ async def _stdio(config: GatewayConfig) -> None:
 
     async with open_gateway(config, transport="stdio") as server:
         await _until_stopped(
-            lambda: serve_stdio(server, max_message_bytes=config.limits.message_bytes)
+            server, lambda: serve_stdio(server, max_message_bytes=config.limits.message_bytes)
         )
 
 
@@ -127,17 +128,18 @@ async def _http(config: GatewayConfig, address: tuple[str, int] | None) -> None:
 
     async with open_gateway(config, transport="http") as server:
         await _until_stopped(
-            lambda: serve_http(server, config, host=host, port=port, on_ready=ready)
+            server, lambda: serve_http(server, config, host=host, port=port, on_ready=ready)
         )
 
 
-async def _until_stopped(serve: Callable[[], Awaitable[None]]) -> None:
+async def _until_stopped(server: GatewayServer, serve: Callable[[], Awaitable[None]]) -> None:
     """Run `serve` until it returns or the process is asked to stop (SIGTERM, SIGHUP). A
-    signal's default action ends the process on the spot, before the gateway closes its
-    ledger, so records still queued behind (reads, rejections) would be lost; here the stop
-    unwinds normally and `open_gateway` closes the ledger. Over HTTP uvicorn takes SIGTERM
-    itself while it serves, shuts down gracefully and raises the signal again, which lands
-    here."""
+    signal's default action ends the process on the spot, and the ledger's records still
+    queued behind (reads, rejections) would be lost with it; so a stop signal first flushes
+    the ledger, then ends the process as the signal would have (exit status 128 + signal, as
+    supervisors expect). Unwinding instead is not an option over stdio: the thread reading
+    stdin cannot be interrupted. Over HTTP uvicorn takes SIGTERM itself while it serves,
+    drains its connections and raises the signal again, which lands here."""
     import anyio
 
     async with anyio.create_task_group() as tasks:
@@ -146,10 +148,13 @@ async def _until_stopped(serve: Callable[[], Awaitable[None]]) -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
                 async for number in signals:
                     logging.getLogger(__name__).info(
-                        "%s: stopping; the ledger is closed first", signal.Signals(number).name
+                        "%s: flushing the ledger, then stopping", signal.Signals(number).name
                     )
-                    tasks.cancel_scope.cancel()
-                    return
+                    try:
+                        await anyio.to_thread.run_sync(server.harness.flush)
+                    finally:
+                        signal.signal(number, signal.SIG_DFL)
+                        signal.raise_signal(number)
 
         tasks.start_soon(stop_on_signal)
         await serve()
