@@ -3,10 +3,11 @@ standard library, no files, no network, no environment — and every call to a n
 did not define suspends it at a snapshot that the host answers.
 
 The driver drives the sandbox synchronously (pydantic-monty's async driver costs about four
-times as much per call) but never on the event loop: each blocking step — starting, resuming
-or loading a program, which lasts as long as the program computes before its next call, up to
-`CodeLimits.cpu_seconds` — runs in a worker thread (`_off_loop`), while each inner call is
-awaited on the loop through the pipeline. A host answer
+times as much per call) from a stepper thread per running program (`_Stepper`): each
+blocking step — starting, resuming or loading a program, which lasts as long as the program
+computes before its next call, up to `CodeLimits.cpu_seconds` — runs there, and the event
+loop waits for it in place at most `STEP_WAIT_SECONDS` before it awaits it from a worker
+thread instead, while each inner call is awaited on the loop through the pipeline. A host answer
 may instead pause the program (`Pause`): the snapshot then dumps to a few KB that
 `MontyTier.resume` continues in any process, exactly at that call.
 """
@@ -37,6 +38,14 @@ RECURSION_DEPTH = 200
 """Python frames a program may nest; deeper raises RecursionError in the program."""
 STORED_OUTPUT_BYTES = 8 * 1024 * 1024
 """Printed output kept at most (inline and as an artifact together); the rest is dropped."""
+
+STEP_WAIT_SECONDS = 0.001
+"""How long the event loop waits in place for a sandbox step before it awaits the step from
+a worker thread instead (`_Stepper`): the most a program holds the loop at a time."""
+
+IDLE_STEPPERS = 8
+"""Stepper threads kept for the next programs once theirs end; more running at once each get
+their own, stopped when they end."""
 
 _LIMIT_HINT = "raise it with Harness(code_limits=CodeLimits({field}=...))"
 
@@ -96,11 +105,14 @@ class _Output:
 
 
 class MontyTier:
-    """A pool of Monty workers, started at the first program and closed with the harness."""
+    """A pool of Monty workers, started at the first program and closed with the harness,
+    and the stepper threads that drive them (one per running program, kept for the next)."""
 
     def __init__(self) -> None:
         self._pool: pm.Monty | None = None
         self._lock = threading.Lock()
+        self._idle: list[_Stepper] = []
+        self._closed = False
 
     def _workers(self) -> pm.Monty:
         with self._lock:
@@ -113,35 +125,54 @@ class MontyTier:
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
+            idle, self._idle = self._idle, []
+            self._closed = True
+        for stepper in idle:
+            stepper.stop()
         if pool is not None:
             pool.__exit__(None, None, None)
 
-    @contextlib.asynccontextmanager
-    async def _session(self, **options: Any) -> AsyncIterator[Any]:
-        """A worker checked out of the pool; starting the pool and waiting for a free worker
-        block, so both happen off the loop."""
+    def _stepper(self) -> _Stepper:
+        with self._lock:
+            return self._idle.pop() if self._idle else _Stepper()
 
-        def start() -> tuple[Any, Any]:  # one hop to the thread, not one per step
+    def _put_back(self, stepper: _Stepper) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < IDLE_STEPPERS:
+                self._idle.append(stepper)
+                return
+        stepper.stop()
+
+    @contextlib.asynccontextmanager
+    async def _session(self, **options: Any) -> AsyncIterator[tuple[Any, _Stepper]]:
+        """A worker checked out of the pool, with the stepper that drives it; starting the
+        pool and waiting for a free worker block, so both go through the stepper."""
+
+        def start() -> tuple[Any, Any]:  # one step, not one per call
             checkout = self._workers().checkout(script_name="program.py", **options)
             return checkout, checkout.__enter__()
 
-        with anyio.CancelScope(shield=True):  # a worker checked out is always returned
-            checkout, session = await _off_loop(start)
+        stepper = self._stepper()
         try:
-            yield session
+            with anyio.CancelScope(shield=True):  # a worker checked out is always returned
+                checkout, session = await stepper.step(start)
+            try:
+                yield session, stepper
+            finally:
+                with anyio.CancelScope(shield=True):  # a cancelled run still returns it
+                    await stepper.step(checkout.__exit__, None, None, None)
         finally:
-            with anyio.CancelScope(shield=True):  # a cancelled run still returns its worker
-                await _off_loop(checkout.__exit__, None, None, None)
+            self._put_back(stepper)
 
     async def run(self, code: str, *, call: Host, limits: CodeLimits) -> ProgramOutcome | Paused:
         """Run `code`, answering each call to an undefined function with `call`."""
         output = _Output()
-        async with self._session(limits=_limits(limits)) as session:
+        async with self._session(limits=_limits(limits)) as (session, stepper):
             try:
-                snapshot = await _off_loop(session.feed_start, code, print_callback=output.write)
+                snapshot = await stepper.step(session.feed_start, code, print_callback=output.write)
             except pm.MontyError as exc:
                 return _failed(exc, output, limits)
-            return await _drive(snapshot, call, limits, output)
+            return await _drive(stepper, snapshot, call, limits, output)
 
     async def resume(
         self,
@@ -157,9 +188,9 @@ class MontyTier:
         result of the call it paused at; later calls go to `call` as before."""
         output = _Output()
         output.write("stdout", stdout)
-        async with self._session() as session:
-            snapshot = await _off_loop(session.load_snapshot, state, print_callback=output.write)
-            return await _drive(snapshot, call, limits, output, first=answer, batch=batch)
+        async with self._session() as (session, stepper):
+            snapshot = await stepper.step(session.load_snapshot, state, print_callback=output.write)
+            return await _drive(stepper, snapshot, call, limits, output, first=answer, batch=batch)
 
 
 class Host(Protocol):
@@ -217,6 +248,7 @@ class Batch:
 
 
 async def _drive(
+    stepper: _Stepper,
     snapshot: Any,
     host: Host,
     limits: CodeLimits,
@@ -232,7 +264,7 @@ async def _drive(
                 if time.monotonic() > deadline:
                     break
                 if isinstance(snapshot, pm.NameLookupSnapshot):
-                    snapshot = await _off_loop(snapshot.resume)  # an undefined name: NameError
+                    snapshot = await stepper.step(snapshot.resume)  # an undefined name: NameError
                     continue
                 if isinstance(snapshot, pm.FutureSnapshot):
                     if batch is None:
@@ -242,32 +274,32 @@ async def _drive(
                     except Pause as pause:
                         assert batch.waiting is not None
                         waiting = batch.calls[batch.waiting]
-                        state = await _off_loop(snapshot.dump)
+                        state = await stepper.step(snapshot.dump)
                         return Paused(state, waiting, pause.key, output.text(), batch)
                     first = None
-                    snapshot = await _off_loop(snapshot.resume, batch.settled)
+                    snapshot = await stepper.step(snapshot.resume, batch.settled)
                     batch = None
                     continue
                 if not isinstance(snapshot, pm.FunctionSnapshot) or snapshot.is_os_function:
-                    snapshot = await _off_loop(_refuse_os, snapshot)
+                    snapshot = await stepper.step(_refuse_os, snapshot)
                     continue
                 name = str(snapshot.function_name)
                 call = HostCall(name, tuple(_plain(snapshot.args)), _plain(snapshot.kwargs))
                 awaited = host.awaitable(name)
                 if awaited is not None:
                     pending[snapshot.call_id] = call._replace(name=awaited)
-                    snapshot = await _off_loop(snapshot.resume, {"future": ...})
+                    snapshot = await stepper.step(snapshot.resume, {"future": ...})
                     continue
                 try:
                     answer = await (first() if first is not None else host(call))
                     first = None
                 except Pause as pause:
-                    return Paused(await _off_loop(snapshot.dump), call, pause.key, output.text())
+                    return Paused(await stepper.step(snapshot.dump), call, pause.key, output.text())
                 except InnerCallError as exc:
                     first = None
-                    snapshot = await _off_loop(snapshot.resume, _raised(exc))
+                    snapshot = await stepper.step(snapshot.resume, _raised(exc))
                     continue
-                snapshot = await _off_loop(snapshot.resume, {"return_value": answer})
+                snapshot = await stepper.step(snapshot.resume, {"return_value": answer})
             else:
                 return ProgramOutcome(
                     value=_plain(snapshot.output),
@@ -336,10 +368,53 @@ async def _settle(batch: Batch, host: Host, first: Callable[[], Awaitable[Any]] 
             await one(call_id, functools.partial(host, batch.calls[call_id]))
 
 
-async def _off_loop(step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a blocking sandbox step in a worker thread. It is not abandoned on cancellation: the
-    worker's own CPU limit ends it, and the session must not be touched by two threads."""
-    return await anyio.to_thread.run_sync(functools.partial(step, *args, **kwargs))
+class _Stepper:
+    """A thread that runs one program's blocking sandbox steps — starting, resuming, loading,
+    dumping — one at a time, so the session is never touched by two threads.
+
+    A step lasts as long as the program computes before its next call (up to
+    `CodeLimits.cpu_seconds`), which the host cannot know in advance. The event loop waits
+    for it in place up to `STEP_WAIT_SECONDS` — most steps take tens of microseconds, less
+    than a round trip through the loop costs — and past that awaits it from a worker thread,
+    serving other calls meanwhile: a program never holds the loop longer than that at a time.
+    A step is not abandoned on cancellation: the worker's own CPU limit ends it. Two bare
+    locks hand the step over and back (a `concurrent.futures.Future` costs more per call)."""
+
+    def __init__(self) -> None:
+        self._go = threading.Lock()
+        self._done = threading.Lock()
+        self._go.acquire()
+        self._done.acquire()
+        self._job: Callable[[], Any] | None = None
+        self._result: tuple[bool, Any] = (True, None)
+        threading.Thread(target=self._serve, name="toolkeeper-monty", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self._go.acquire()
+            job = self._job
+            if job is None:
+                return
+            try:
+                self._result = (True, job())
+            except BaseException as exc:  # handed to the task awaiting the step
+                self._result = (False, exc)
+            self._done.release()
+
+    async def step(self, step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self._job = functools.partial(step, *args, **kwargs)
+        self._go.release()
+        if not self._done.acquire(timeout=STEP_WAIT_SECONDS):
+            await anyio.to_thread.run_sync(self._done.acquire)
+        ok, value = self._result
+        self._result = (True, None)
+        if not ok:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        self._job = None
+        self._go.release()
 
 
 def _raised(exc: InnerCallError) -> Any:
