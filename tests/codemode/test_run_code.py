@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -504,3 +505,38 @@ def test_several_approvals_in_one_gathered_batch_are_resolved_in_turn(
         assert sorted(r.status for r in peeks) == ["succeeded", "succeeded"]
     finally:
         harness.close()
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the Monty pool has a worker per CPU")
+def test_two_programs_run_at_once_each_driven_apart(tmp_path: Path) -> None:
+    """Programs of one harness run side by side: each one's calls wait for the other's, so
+    they finish only if neither program's sandbox steps hold the other's up."""
+    harness = Harness(home=tmp_path / "tk")
+    arrived = {(me, n): anyio.Event() for me in "ab" for n in (1, 2)}
+
+    @tool(side_effect="none")
+    async def meet(me: str, other: str, n: int) -> str:
+        """Arrive, then wait for the other program to arrive as often."""
+        arrived[me, n].set()
+        await arrived[other, n].wait()
+        return me * n
+
+    harness.register(meet)
+    envelopes: dict[str, ResultEnvelope] = {}
+
+    async def program(me: str, other: str) -> None:
+        code = f"meet('{me}', '{other}', 1) + meet('{me}', '{other}', 2)"
+        envelopes[me] = await harness.run_code(code, principal=ALICE)
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(program, "a", "b")
+                group.start_soon(program, "b", "a")
+
+    try:
+        anyio.run(main)
+    finally:
+        harness.close()
+    assert envelopes["a"].structured_content["value"] == "aaa"
+    assert envelopes["b"].structured_content["value"] == "bbb"
