@@ -3,13 +3,13 @@ standard library, no files, no network, no environment — and every call to a n
 did not define suspends it at a snapshot that the host answers.
 
 The driver drives the sandbox synchronously (pydantic-monty's async driver costs about four
-times as much per call) from a stepper thread per running program (`_Stepper`): each
-blocking step — starting, resuming or loading a program, which lasts as long as the program
-computes before its next call, up to `CodeLimits.cpu_seconds` — runs there, and the event
-loop waits for it in place at most `STEP_WAIT_SECONDS` before it awaits it from a worker
-thread instead, while each inner call is awaited on the loop through the pipeline. A host answer
-may instead pause the program (`Pause`): the snapshot then dumps to a few KB that
-`MontyTier.resume` continues in any process, exactly at that call.
+times as much per call) from a stepper thread per running program (`_Stepper`): each blocking
+step — starting, resuming or loading a program, which lasts as long as the program computes
+before its next call, up to `CodeLimits.cpu_seconds` — runs there, and the event loop waits
+for it in place at most `STEP_WAIT_SECONDS` before it awaits it from a worker thread instead;
+each inner call is awaited on the loop through the pipeline. A host answer may instead pause
+the program (`Pause`): the snapshot then dumps to a few KB that `MontyTier.resume` continues
+in any process, exactly at that call.
 """
 
 from __future__ import annotations
