@@ -40,6 +40,7 @@ import shutil
 import signal
 import struct
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,6 +355,115 @@ class Sandbox:
             if len(chunk) > room:
                 self.truncated = True
             self.output += chunk[: max(room, 0)]
+
+
+class Spares:
+    """One spare `Sandbox` per event loop, so a program starts in one already up.
+
+    `take` hands out the loop's spare (waiting for it if it is still starting, which is
+    still sooner than a cold start) or None when there is none; `refill` starts the next one
+    in the background — call it once the program that took the spare has ended, so the
+    replacement's start does not compete with that program for the CPU. A spare found dead
+    (killed from outside, out of memory) is closed and not handed out. A sandbox is bound to
+    the loop that started it (its pipes and its child watcher are), hence one per loop. Each
+    spare waits in a task of its loop: when the loop ends (``asyncio.run`` cancels its
+    tasks) or `close` is called, from any thread, the task closes its sandbox.
+    """
+
+    def __init__(self) -> None:
+        self._slots: dict[asyncio.AbstractEventLoop, _Slot] = {}
+        self._lock = threading.Lock()
+
+    async def take(self) -> Sandbox | None:
+        """The running loop's spare, alive and unused, or None (start one cold)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._forget_closed_loops()
+            slot = self._slots.pop(loop, None)
+        if slot is None or slot.keeper.cancelled():
+            return None
+        if not slot.wanted.done():
+            slot.wanted.set_result(None)
+        try:
+            sandbox = await asyncio.shield(slot.keeper)
+        except asyncio.CancelledError:
+            if slot.keeper.cancelled():  # closed meanwhile, not this caller cancelled
+                return None
+            slot.keeper.add_done_callback(_close_kept)
+            raise
+        except Exception:  # a cold start reports the same failure, in its own words
+            return None
+        if not sandbox.alive:
+            await sandbox.close()
+            return None
+        return sandbox
+
+    def refill(self) -> None:
+        """Start the running loop's next spare, unless it has one ready or starting."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._forget_closed_loops()
+            if loop not in self._slots:
+                slot = _Slot(loop.create_future())
+                slot.keeper = loop.create_task(slot.keep())
+                self._slots[loop] = slot
+
+    def ready(self) -> bool:
+        """Whether the running loop's spare has started (for benchmarks and tests)."""
+        slot = self._slots.get(asyncio.get_running_loop())
+        return slot is not None and slot.sandbox is not None
+
+    def close(self) -> None:
+        """Kill every spare now; callable from any thread. Each keeper task then releases
+        its sandbox's pipes on its own loop (a start still under way finishes first, and is
+        then killed whole: see `Sandbox.start`)."""
+        with self._lock:
+            slots, self._slots = self._slots, {}
+        for loop, slot in slots.items():
+            if slot.sandbox is not None:
+                slot.sandbox.kill()
+            if not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(slot.keeper.cancel)
+
+    def _forget_closed_loops(self) -> None:
+        for loop in [loop for loop in self._slots if loop.is_closed()]:
+            del self._slots[loop]
+
+
+class _Slot:
+    """One loop's spare: the task that starts and keeps it until `wanted` is set."""
+
+    keeper: asyncio.Task[Sandbox]
+
+    def __init__(self, wanted: asyncio.Future[None]):
+        self.wanted = wanted
+        self.sandbox: Sandbox | None = None
+
+    async def keep(self) -> Sandbox:
+        sandbox = self.sandbox = await Sandbox.start()
+        try:
+            await self.wanted
+        except BaseException:  # cancelled: the loop ends or the spares close
+            # Dropped here, while the loop runs: its transports must not outlive the loop.
+            self.sandbox = None
+            await sandbox.close()
+            raise
+        return sandbox
+
+
+def _close_kept(keeper: asyncio.Task[Sandbox]) -> None:
+    """Close the sandbox a keeper handed to a taker that was cancelled meanwhile."""
+    if not keeper.cancelled() and keeper.exception() is None:
+        sandbox = keeper.result()
+        sandbox.kill()
+        closing = keeper.get_loop().create_task(sandbox.close())
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
+
+
+_closing: set[asyncio.Task[None]] = set()
+"""Closes under way, held so the loop does not drop them half done."""
 
 
 class _ProgramEnded(Exception):

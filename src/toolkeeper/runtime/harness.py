@@ -107,6 +107,7 @@ class Harness:
         limits: Limits = DEFAULT_LIMITS,
         code_limits: CodeLimits = DEFAULT_CODE_LIMITS,
         code_tiers: Mapping[str, str] | None = None,
+        code_spare: bool = True,
     ) -> None:
         """`derived_key_ttl`: seconds a derived idempotency key (a keyed call without a
         caller's key) keeps a settled outcome, None for good; a caller's own key keeps it for
@@ -115,7 +116,8 @@ class Harness:
         arguments and what its result carries inline (docs/limits.md); the defaults suit
         calls a model writes. `code_limits` bounds every Code Mode program (docs/code-mode.md);
         `code_tiers` maps a principal id (``"*"``: everyone else) to the sandbox tier its
-        programs run in when run_code names none."""
+        programs run in when run_code names none. `code_spare`: keep one CPython-tier sandbox
+        started ahead per event loop, so such a program does not wait for one to start."""
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
         self._given_closed = False
@@ -147,6 +149,7 @@ class Harness:
         self.limits = limits
         self.code_limits = code_limits
         self.code_tiers = dict(code_tiers or {})
+        self.code_spare = code_spare
         self._code: CodeMode | None = None
         self._recover = recover
         self._services: Services | None = None
@@ -523,6 +526,7 @@ class Harness:
                 self._code = CodeMode(
                     limits=self.code_limits,
                     tiers=self.code_tiers,
+                    spare=self.code_spare,
                     contracts=self.visible_contracts,
                     invoke=self.invoke,
                     resume_call=resume_call,
