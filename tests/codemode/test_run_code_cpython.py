@@ -243,6 +243,25 @@ def test_each_program_runs_in_the_spare_sandbox_started_after_the_last(tmp_path:
     assert effects["reads"] == [1, 2, 3]
 
 
+def test_the_spare_starts_at_registration_when_an_operator_chose_cpython(tmp_path: Path) -> None:
+    """With the CPython tier in `code_tiers`, registering Code Mode inside a running loop
+    starts the spare, and the first program runs in it."""
+    harness = Harness(home=tmp_path / "tk", code_tiers={"*": "cpython"})
+
+    async def main() -> None:
+        spares = harness.code_mode()._spares
+        assert spares is not None
+        spare = await ready(spares)
+        done = await harness.run_code("1 + 1", principal=ALICE)
+        assert done.structured_content["value"] == 2
+        assert spare.used
+
+    try:
+        anyio.run(main)
+    finally:
+        harness.close()
+
+
 def test_without_a_spare_no_sandbox_waits(tmp_path: Path) -> None:
     effects: dict[str, list[Any]] = {"reads": [], "sent": []}
     harness = build(tmp_path / "tk", effects, code_spare=False)

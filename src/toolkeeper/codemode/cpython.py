@@ -347,6 +347,12 @@ class Sandbox:
             await asyncio.wait_for(self.pump, _GRACE_SECONDS)
         self.pump.cancel()
         self.frames_transport.close()
+        # The process's own transport too, now, on its loop: a spare's sandbox can outlive
+        # the loop in a cancelled task's traceback, and one closed later would call the
+        # closed loop. asyncio's Process exposes no public close.
+        transport = getattr(self.process, "_transport", None)
+        if transport is not None:
+            transport.close()
 
     async def _pump(self, stdout: asyncio.StreamReader) -> None:
         """Keep the first `output_limit` bytes of the output and drain the rest."""

@@ -17,6 +17,7 @@ there — no earlier call runs again.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import functools
 import importlib
@@ -433,6 +434,24 @@ class CodeMode:
                 await sandbox.close()
             if spares is not None:
                 spares.refill()
+
+    def warm(self) -> None:
+        """Start the running loop's spare CPython sandbox now, when the operator chose the
+        CPython tier for some principal (`code_tiers`): the first such program then needn't
+        start one. Outside a running asyncio loop it does nothing; the spare starts after the
+        first program instead."""
+        if (
+            CPYTHON not in self.tiers.values()
+            or importlib.util.find_spec("toolkeeper.codemode.cpython") is None
+        ):
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        spares = self._cpython_spares()
+        if spares is not None:
+            spares.refill()
 
     def _cpython_spares(self) -> Spares | None:
         if self.spare and self._spares is None:

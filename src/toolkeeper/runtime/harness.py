@@ -511,7 +511,8 @@ class Harness:
 
     def code_mode(self) -> CodeMode:
         """Code Mode for this harness, its `run_code` tool registered at first use (it needs
-        the ``codemode`` extra: pydantic-monty)."""
+        the ``codemode`` extra: pydantic-monty). Registered inside a running event loop with
+        the CPython tier in `code_tiers`, it starts that loop's spare sandbox right away."""
         with self._opening:
             if self._code is None:
                 from toolkeeper.codemode.run_code import CodeMode
@@ -537,6 +538,7 @@ class Harness:
             else:
                 return self._code
         self.register(code.contract, executor=code)
+        code.warm()
         return code
 
     def sdk_text(self, principal: Principal, tools: Sequence[str] | None = None) -> str:
