@@ -70,33 +70,34 @@ def test_five_gathered_approvals_resumed_out_of_order_are_refused_durably_and_no
     paused = run(made, code)
     assert paused.status is Status.PENDING_APPROVAL, paused
     first = paused.execution_meta.approval_id
+    # Every read that started before the first pause asked (how many started depends on how
+    # fast their frames crossed; the rest ask when the program is continued).
     approvals = {a.approval_id for a in made.approvals.list()}
-    assert len(approvals) == 5 and effects == {"peeks": [], "sent": []}
+    assert first in approvals and effects == {"peeks": [], "sent": []}
     for approval_id in approvals:
         made.approvals.decide(approval_id, "approve", by="carol")
-    queued = sorted(approvals - {first})
-    refused = resume(made, queued[0])
-    assert refused.status is Status.FAILED and first in refused.error.message
+    for queued in sorted(approvals - {first}):
+        refused = resume(made, queued)
+        assert refused.status is Status.FAILED and first in refused.error.message
     made.close()
 
-    again = harness(tmp_path / "tk", effects)  # a fresh process: the note is in the ledger
-    refused = resume(again, queued[-1])
-    assert refused.status is Status.FAILED and first in refused.error.message
+    again = harness(tmp_path / "tk", effects)  # a fresh process: the notes are in the ledger
+    for queued in sorted(approvals - {first}):
+        refused = resume(again, queued)
+        assert refused.status is Status.FAILED and first in refused.error.message
     assert effects == {"peeks": [], "sent": []}
-    step = resume(again, first)
-    seen = {first}
-    while step.status is Status.PENDING_APPROVAL and step.execution_meta.approval_id in approvals:
-        assert step.execution_meta.approval_id not in seen  # each asked once, none again
-        seen.add(step.execution_meta.approval_id)
-        step = resume(again, step.execution_meta.approval_id)
-    assert seen == approvals
-    assert sorted(effects["peeks"]) == list("abcde") and effects["sent"] == []
-    assert step.status is Status.PENDING_APPROVAL  # the write, asked only now
-    again.approvals.decide(step.execution_meta.approval_id, "approve", by="carol")
-    done = resume(again, step.execution_meta.approval_id)
-    assert done.status is Status.SUCCEEDED, done
-    assert done.structured_content["value"] == list("ABCDE")
-    assert effects["sent"] == ["ABCDE"] and sorted(effects["peeks"]) == list("abcde")
+    step, asked = resume(again, first), [first]
+    while step.status is Status.PENDING_APPROVAL:
+        approval_id = step.execution_meta.approval_id
+        assert approval_id not in asked  # each approval waited on once, none asked again
+        asked.append(approval_id)
+        if approval_id not in approvals:
+            again.approvals.decide(approval_id, "approve", by="carol")
+        step = resume(again, approval_id)
+    assert step.status is Status.SUCCEEDED, step
+    assert step.structured_content["value"] == list("ABCDE")
+    assert sorted(effects["peeks"]) == list("abcde") and effects["sent"] == ["ABCDE"]
+    assert approvals <= set(asked) and len(asked) == 6  # five reads and the write, once each
     assert again.approvals.list() == []
     again.close()
 

@@ -156,27 +156,33 @@ def test_concurrent_calls_that_need_approval_are_each_kept_and_resumed_in_turn(
     try:
         first = run(harness, PEEK_TWICE)
         assert first.status is Status.PENDING_APPROVAL, first
-        assert first.structured_content["effects"] == {
-            "committed": 0,
-            "unknown": 0,
-            "not_committed": 0,
-            "pending": 2,
-            "read_only": 1,
-        }
         pending = {a.approval_id for a in harness.approvals.list()}
-        assert len(pending) == 2 and first.execution_meta.approval_id in pending
-        for approval_id in pending:
+        # Both reads ask when both frames crossed before the first pause (nearly always);
+        # a read whose frame came later asks when the program continues.
+        assert first.execution_meta.approval_id in pending and len(pending) <= 2
+        content = first.structured_content
+        assert content["effects"]["pending"] == len(pending)
+        assert content["effects"]["read_only"] == len(effects["reads"])
+        assert content["effects"]["committed"] == content["effects"]["not_committed"] == 0
+        assert first.error.effect_committed is False  # a pending call commits nothing
+        asked = [first.execution_meta.approval_id]
+        step = first
+        while step.status is Status.PENDING_APPROVAL:
+            approval_id = step.execution_meta.approval_id
             harness.approvals.decide(approval_id, "approve", by="carol")
-        second = resume(harness, first.execution_meta.approval_id)
-        assert second.status is Status.PENDING_APPROVAL, second
-        other = second.execution_meta.approval_id
-        assert other in pending and other != first.execution_meta.approval_id
-        assert "Code Mode program" in harness.approvals.get(other).account
-        done = resume(harness, other)
-        assert done.status is Status.SUCCEEDED, done
-        assert done.structured_content["value"] == ["A", "B", 2]
+            step = resume(harness, approval_id)
+            if step.status is Status.PENDING_APPROVAL:
+                assert step.execution_meta.approval_id not in asked  # none asked twice
+                assert (
+                    "Code Mode program"
+                    in harness.approvals.get(step.execution_meta.approval_id).account
+                )
+                asked.append(step.execution_meta.approval_id)
+        assert step.status is Status.SUCCEEDED, step
+        assert len(asked) == 2 and pending <= set(asked)
+        assert step.structured_content["value"] == ["A", "B", 2]
         assert sorted(effects["peeks"]) == ["a", "b"] and effects["reads"] == [2]
-        assert done.structured_content["effects"]["pending"] == 0
+        assert step.structured_content["effects"]["pending"] == 0
     finally:
         harness.close()
 
@@ -199,7 +205,7 @@ def test_a_write_after_a_paused_call_is_not_proposed_until_that_call_is_answered
         assert paused.status is Status.PENDING_APPROVAL, paused
         assert [a.contract_ref.split("@")[0] for a in harness.approvals.list()] == ["peek"]
         assert [c["function"] for c in paused.structured_content["calls"]] == ["peek"]
-        assert paused.error is None or paused.error.effect_committed is False
+        assert paused.error.effect_committed is False
         harness.approvals.decide(paused.execution_meta.approval_id, "approve", by="carol")
         write = resume(harness, paused.execution_meta.approval_id)
         assert write.status is Status.PENDING_APPROVAL, write  # send asks now, in its turn
@@ -233,8 +239,10 @@ def test_each_program_runs_in_the_spare_sandbox_started_after_the_last(tmp_path:
         dead = await ready(spares)
         dead.kill()
         await dead.process.wait()
+        replaced = await ready(spares, instead_of=dead)  # found dead while idle: replaced
         third = await harness.run_code("len(get_rows(3))", principal=ALICE, tier="cpython")
-        assert third.structured_content["value"] == 3  # a new sandbox ran it
+        assert third.structured_content["value"] == 3
+        assert replaced.used and not dead.alive
         last = await ready(spares)
         harness.close()
         assert await asyncio.wait_for(last.process.wait(), 10) is not None
@@ -273,10 +281,12 @@ def test_without_a_spare_no_sandbox_waits(tmp_path: Path) -> None:
         harness.close()
 
 
-async def ready(spares: Any) -> Any:
-    """The running loop's spare once it has started."""
+async def ready(spares: Any, instead_of: Any = None) -> Any:
+    """The running loop's spare once it has started (another than `instead_of`)."""
     for _ in range(600):
         if spares.ready():
-            return spares._slots[asyncio.get_running_loop()].sandbox
+            sandbox = spares._slots[asyncio.get_running_loop()].sandbox
+            if sandbox is not instead_of:
+                return sandbox
         await asyncio.sleep(0.05)
     raise AssertionError("no spare started within 30 s")

@@ -290,6 +290,7 @@ class Sandbox:
         except BaseException:
             # Cancelled (or failed) between the spawn and the pipes: nothing may outlive it.
             kill_process_tree(process.pid)
+            _close_transport(process)
             requests.close()
             answers.close()
             raise
@@ -347,12 +348,7 @@ class Sandbox:
             await asyncio.wait_for(self.pump, _GRACE_SECONDS)
         self.pump.cancel()
         self.frames_transport.close()
-        # The process's own transport too, now, on its loop: a spare's sandbox can outlive
-        # the loop in a cancelled task's traceback, and one closed later would call the
-        # closed loop. asyncio's Process exposes no public close.
-        transport = getattr(self.process, "_transport", None)
-        if transport is not None:
-            transport.close()
+        _close_transport(self.process)
 
     async def _pump(self, stdout: asyncio.StreamReader) -> None:
         """Keep the first `output_limit` bytes of the output and drain the rest."""
@@ -412,6 +408,8 @@ class Spares:
             if loop not in self._slots:
                 slot = _Slot(loop.create_future())
                 slot.keeper = loop.create_task(slot.keep())
+                # A failed start is tried again at the next program, which reports it then.
+                slot.keeper.add_done_callback(_exception_seen)
                 self._slots[loop] = slot
 
     def ready(self) -> bool:
@@ -420,15 +418,18 @@ class Spares:
         return slot is not None and slot.sandbox is not None
 
     def close(self) -> None:
-        """Kill every spare now; callable from any thread. Each keeper task then releases
-        its sandbox's pipes on its own loop (a start still under way finishes first, and is
-        then killed whole: see `Sandbox.start`)."""
+        """Close every spare; callable from any thread. Each keeper task, cancelled, kills
+        its sandbox and releases its pipes on its own loop (a start still under way finishes
+        first, and is then killed whole: see `Sandbox.start`); a spare whose loop is not
+        running is killed here."""
         with self._lock:
             slots, self._slots = self._slots, {}
         for loop, slot in slots.items():
-            if slot.sandbox is not None:
-                slot.sandbox.kill()
+            if not loop.is_running() and slot.sandbox is not None:
+                slot.sandbox.kill()  # no loop to close it now; the keeper would not run
             if not loop.is_closed():
+                # A running loop's keeper closes its sandbox (a kill from here first would
+                # look like a death while idle, and be replaced).
                 with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                     loop.call_soon_threadsafe(slot.keeper.cancel)
 
@@ -447,15 +448,36 @@ class _Slot:
         self.sandbox: Sandbox | None = None
 
     async def keep(self) -> Sandbox:
+        """Start a sandbox and keep it until it is wanted; one that dies meanwhile (killed
+        from outside, out of memory) is replaced once — a second death is left for `take`
+        to find, so a sandbox that cannot stay up does not restart in a loop."""
         sandbox = self.sandbox = await Sandbox.start()
+        if not await self._wanted_alive(sandbox):
+            self.sandbox = None
+            await sandbox.close()
+            sandbox = self.sandbox = await Sandbox.start()
+            await self._wanted_alive(sandbox)
+        return sandbox
+
+    async def _wanted_alive(self, sandbox: Sandbox) -> bool:
+        """Wait until the spare is wanted (True) or its sandbox dies (False)."""
+        died = asyncio.ensure_future(sandbox.process.wait())
+        either: set[asyncio.Future[Any]] = {self.wanted, died}
         try:
-            await self.wanted
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:  # cancelled: the loop ends or the spares close
-            # Dropped here, while the loop runs: its transports must not outlive the loop.
+            # Dropped here, while the loop runs: its transports must not outlive it.
             self.sandbox = None
             await sandbox.close()
             raise
-        return sandbox
+        finally:
+            died.cancel()
+        return self.wanted.done()
+
+
+def _exception_seen(keeper: asyncio.Task[Sandbox]) -> None:
+    if not keeper.cancelled():
+        keeper.exception()
 
 
 def _close_kept(keeper: asyncio.Task[Sandbox]) -> None:
@@ -470,6 +492,15 @@ def _close_kept(keeper: asyncio.Task[Sandbox]) -> None:
 
 _closing: set[asyncio.Task[None]] = set()
 """Closes under way, held so the loop does not drop them half done."""
+
+
+def _close_transport(process: asyncio.subprocess.Process) -> None:
+    """Close the process's own transport now, on its loop: a spare's sandbox can outlive its
+    loop (in a cancelled task's traceback), and a transport closed by the collector after
+    the loop would call the closed loop. asyncio's Process exposes no public close."""
+    transport = getattr(process, "_transport", None)
+    if transport is not None:
+        transport.close()
 
 
 class _ProgramEnded(Exception):

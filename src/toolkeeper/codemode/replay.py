@@ -192,10 +192,18 @@ class _Calls:
                 )
 
     def paused_record(self, code: str) -> Paused:
-        waiting = min(self.paused)
-        call, key = self.paused[waiting]
-        record = Record(code, dict(self.calls), waiting, dict(self.paused))
-        return Paused(record.encode(), call, key, "")
+        """The record to continue from: what this run answered and where it paused, and —
+        when it was stopped before making every call of the record it replayed — the rest of
+        that record, so no answer and no waiting approval is dropped."""
+        calls = dict(self.record.calls) if self.record else {}
+        paused = dict(self.record.paused) if self.record else {}
+        calls.update(self.calls)
+        for position in self.calls:
+            paused.pop(position, None)
+        paused.update(self.paused)
+        waiting = min(paused)
+        call, key = paused[waiting]
+        return Paused(Record(code, calls, waiting, paused).encode(), call, key, "")
 
 
 async def run(
