@@ -290,3 +290,41 @@ async def ready(spares: Any, instead_of: Any = None) -> Any:
                 return sandbox
         await asyncio.sleep(0.05)
     raise AssertionError("no spare started within 30 s")
+
+
+def test_a_read_gathered_behind_an_approved_write_runs_after_it(tmp_path: Path) -> None:
+    """Program order holds across the pause: the read after the write is not proposed while
+    the write waits, and on resume it runs only once the approved write has run."""
+    order: list[str] = []
+    harness = Harness(home=tmp_path / "tk")
+
+    @tool(side_effect="none")
+    def look() -> int:
+        """A read."""
+        order.append("look")
+        return len(order)
+
+    @tool(side_effect="committing", version="1.0.0")
+    def write() -> bool:
+        """A write (approval by default)."""
+        order.append("write")
+        return True
+
+    harness.register(look)
+    harness.register(write)
+    code = (
+        "import asyncio\n"
+        "async def main():\n"
+        "    return await asyncio.gather(write(), look())\n"
+        "await main()"
+    )
+    try:
+        paused = run(harness, code)
+        assert paused.status is Status.PENDING_APPROVAL, paused
+        assert order == []  # the read waits behind the write, not proposed
+        harness.approvals.decide(paused.execution_meta.approval_id, "approve", by="carol")
+        done = resume(harness, paused.execution_meta.approval_id)
+        assert done.status is Status.SUCCEEDED, done
+        assert order == ["write", "look"] and done.structured_content["value"] == [True, 2]
+    finally:
+        harness.close()

@@ -143,6 +143,8 @@ class _Calls:
                 await self._pause(position, call, record.paused[position][1])
             assert self.first is not None
             answer, self.first = self.first, None
+            if not self.host.concurrent(call):
+                self.open_writes.add(position)  # the approved write: later reads wait for it
         else:
             await self._turn(position, call)
             answer = functools.partial(self.host, call)
