@@ -10,11 +10,21 @@ Alternating, round after round, each timed from the call to its end:
 (b) a bare ``bwrap --ro-bind / / true`` — bubblewrap alone;
 (p) a bare ``python -I -S -c pass`` — the interpreter alone;
 (s) the tier's own bubblewrap command line running ``python -I -S -c pass`` (no runner, no
-    pipes): what the sandbox costs before toolkeeper's runner does anything.
+    pipes): what the sandbox costs before toolkeeper's runner does anything;
+(H) `Harness.run_code` in the CPython tier with the spare turned off (``code_spare=False``),
+    from the call to the moment the tool of its first inner call runs: the road users take,
+    cold, the pipeline's run_code call and the inner call's included;
+(h) the same with the default spare, once it is up: the harness starts the next spare after
+    each program, and the script waits (untimed) until it has started — as a model's turn
+    between two programs gives it time to;
+(k) the same with the default spare, back to back: a program is sent as soon as the one
+    before it (untimed) answered, so it finds the spare still starting and waits for the
+    rest of that start.
 
 Goal (issue 13): the CPython tier starts in ≤ 50 ms on this machine, where bubblewrap alone
-takes ~19 ms. The script prints medians and the ratios (t/b, t/p, t/s, f/s, w/f); no thresholds are
-checked. Medians, because the machine is shared: one busy round must not move the figure.
+takes ~19 ms. The script prints medians and the ratios (t/b, t/p, t/s, f/s, w/f, h/H, k/H); no
+thresholds are checked. Medians, because the machine is shared: one busy round must not move
+the figure.
 
     python benchmarks/code_mode_cpython.py [--rounds 40]
 """
@@ -27,10 +37,16 @@ import contextlib
 import os
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
+from toolkeeper import tool
 from toolkeeper.codemode.cpython import Sandbox, _bwrap_argv, _seccomp_filter, run_cpython
 from toolkeeper.codemode.program import Abort, CodeLimits, HostCall
+from toolkeeper.runtime.harness import Harness
+from toolkeeper.runtime.invocation import Principal
 
 LIMITS = CodeLimits(
     wall_seconds=30,
@@ -68,6 +84,48 @@ async def first_call(spare: bool = False) -> float:
     return reached[0] - started
 
 
+ME = Principal("bench")
+
+
+def harness(home: Path, *, spare: bool) -> tuple[Harness, list[float]]:
+    """A harness whose one tool notes when it runs; CPython the tier of every program."""
+    made = Harness(home=home, code_limits=LIMITS, code_tiers={"*": "cpython"}, code_spare=spare)
+    reached: list[float] = []
+
+    @tool(side_effect="none")
+    def lookup(key: str) -> str:
+        """Note the moment the first inner call reaches its tool."""
+        reached.append(time.perf_counter())
+        return key
+
+    made.register(lookup)
+    return made, reached
+
+
+async def through_harness(
+    made: Harness, reached: list[float], *, wait: bool = False, back_to_back: bool = False
+) -> float:
+    """`run_code` to the moment its first inner call's tool runs. `wait`: first let the spare
+    finish starting (untimed); `back_to_back`: first run a program (untimed), and time the
+    one sent as soon as it answered. Afterwards the spare's start is waited for, untimed, so
+    it does not run into the next side's time."""
+    spares = made.code_mode()._spares
+    if back_to_back:
+        await made.run_code("lookup('k')", principal=ME)
+    await _spare_up(spares, wait)
+    reached.clear()
+    started = time.perf_counter()
+    envelope = await made.run_code("lookup('k')", principal=ME)
+    assert envelope.structured_content["value"] == "k", envelope
+    await _spare_up(spares, spares is not None)
+    return reached[0] - started
+
+
+async def _spare_up(spares: Any, wait: bool) -> None:
+    while wait and not spares.ready():
+        await asyncio.sleep(0.005)
+
+
 async def command(*argv: str, pass_fds: tuple[int, ...] = ()) -> float:
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
@@ -93,6 +151,29 @@ async def sandboxed_pass() -> float:
 
 
 async def main(rounds: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="tk-cpython-bench-") as tmp:
+        cold, cold_reached = harness(Path(tmp) / "cold", spare=False)
+        warm, warm_reached = harness(Path(tmp) / "warm", spare=True)
+        back, back_reached = harness(Path(tmp) / "back", spare=True)
+        try:
+            await measure(
+                rounds,
+                {
+                    "H  harness.run_code, spare off": lambda: through_harness(cold, cold_reached),
+                    "h  ... default spare, up": lambda: through_harness(
+                        warm, warm_reached, wait=True
+                    ),
+                    "k  ... default spare, back to back": lambda: through_harness(
+                        back, back_reached, back_to_back=True
+                    ),
+                },
+            )
+        finally:
+            for made in (cold, warm, back):
+                made.close()
+
+
+async def measure(rounds: int, harness_sides: dict[str, Any]) -> None:
     python = os.path.realpath(sys.executable)
     sides = {
         "t  run_cpython trivial program": trivial,
@@ -101,6 +182,7 @@ async def main(rounds: int) -> None:
         "b  bare bwrap true": lambda: command("bwrap", "--ro-bind", "/", "/", "true"),
         "p  bare python -I -S -c pass": lambda: command(python, "-I", "-S", "-c", "pass"),
         "s  tier's bwrap + python -c pass": sandboxed_pass,
+        **harness_sides,
     }
     times: dict[str, list[float]] = {name: [] for name in sides}
     for side in sides.values():  # warm the page cache once, untimed
@@ -119,10 +201,14 @@ async def main(rounds: int) -> None:
     print(f"  trivial program / sandbox + python    {median['t'] / median['s']:6.2f}x")
     print(f"  first inner call / sandbox + python   {median['f'] / median['s']:6.2f}x")
     print(f"  first call, spare / first call, cold  {median['w'] / median['f']:6.2f}x")
+    print(f"  harness, spare up / spare off         {median['h'] / median['H']:6.2f}x")
+    print(f"  harness, back to back / spare off     {median['k'] / median['H']:6.2f}x")
     print(
-        f"goal: CPython tier start <= 50 ms; trivial program {median['t']:.1f} ms, "
-        f"first inner call {median['f']:.1f} ms cold, {median['w']:.1f} ms with a spare "
-        f"sandbox; load average {os.getloadavg()[0]:.1f}"
+        f"goal: CPython tier start <= 50 ms; to the first inner call through "
+        f"harness.run_code: {median['H']:.1f} ms cold (spare off), {median['h']:.1f} ms with "
+        f"the default spare up, {median['k']:.1f} ms back to back; run_cpython alone: "
+        f"{median['f']:.1f} ms cold, {median['w']:.1f} ms with a spare; trivial program "
+        f"{median['t']:.1f} ms; load average {os.getloadavg()[0]:.1f}"
     )
 
 

@@ -12,6 +12,7 @@ from gateway_support import ALICE, BOB, http_client, stdio_client, write_gateway
 from toolkeeper.cli import main
 from toolkeeper.gateway.app import open_gateway, serve_http
 from toolkeeper.gateway.config.settings import load_config
+from toolkeeper.gateway.loader import build_harness
 
 pytestmark = pytest.mark.anyio
 
@@ -95,3 +96,20 @@ async def test_run_code_is_listed_with_the_callers_own_sdk(
     assert "def set_item(" in described["alice"]
     assert "def lookup(item: str, scale: int = 1)" in described["bob"]
     assert "def set_item(" not in described["bob"]
+
+
+@pytest.mark.parametrize(("line", "spare"), [("", True), ("code_spare = false", False)])
+def test_the_spare_sandbox_is_configured(tmp_path: Path, line: str, spare: bool) -> None:
+    """`code_spare` (default true) reaches the harness, which keeps a spare CPython sandbox
+    only when it is set."""
+    gateway = write_gateway(tmp_path)
+    gateway.config.write_text(
+        gateway.config.read_text().replace(
+            'stdio_principal = "alice"', f'stdio_principal = "alice"\ncode_mode = true\n{line}'
+        )
+    )
+    harness = build_harness(load_config(gateway.config))
+    try:
+        assert harness.code_spare is spare and harness.code_mode().spare is spare
+    finally:
+        harness.close()

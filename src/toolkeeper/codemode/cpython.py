@@ -40,6 +40,7 @@ import shutil
 import signal
 import struct
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,6 +290,7 @@ class Sandbox:
         except BaseException:
             # Cancelled (or failed) between the spawn and the pipes: nothing may outlive it.
             kill_process_tree(process.pid)
+            _close_transport(process)
             requests.close()
             answers.close()
             raise
@@ -346,6 +348,7 @@ class Sandbox:
             await asyncio.wait_for(self.pump, _GRACE_SECONDS)
         self.pump.cancel()
         self.frames_transport.close()
+        _close_transport(self.process)
 
     async def _pump(self, stdout: asyncio.StreamReader) -> None:
         """Keep the first `output_limit` bytes of the output and drain the rest."""
@@ -354,6 +357,150 @@ class Sandbox:
             if len(chunk) > room:
                 self.truncated = True
             self.output += chunk[: max(room, 0)]
+
+
+class Spares:
+    """One spare `Sandbox` per event loop, so a program starts in one already up.
+
+    `take` hands out the loop's spare (waiting for it if it is still starting, which is
+    still sooner than a cold start) or None when there is none; `refill` starts the next one
+    in the background — call it once the program that took the spare has ended, so the
+    replacement's start does not compete with that program for the CPU. A spare found dead
+    (killed from outside, out of memory) is closed and not handed out. A sandbox is bound to
+    the loop that started it (its pipes and its child watcher are), hence one per loop. Each
+    spare waits in a task of its loop: when the loop ends (``asyncio.run`` cancels its
+    tasks) or `close` is called, from any thread, the task closes its sandbox.
+    """
+
+    def __init__(self) -> None:
+        self._slots: dict[asyncio.AbstractEventLoop, _Slot] = {}
+        self._lock = threading.Lock()
+
+    async def take(self) -> Sandbox | None:
+        """The running loop's spare, alive and unused, or None (start one cold)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._forget_closed_loops()
+            slot = self._slots.pop(loop, None)
+        if slot is None or slot.keeper.cancelled():
+            return None
+        if not slot.wanted.done():
+            slot.wanted.set_result(None)
+        try:
+            sandbox = await asyncio.shield(slot.keeper)
+        except asyncio.CancelledError:
+            if slot.keeper.cancelled():  # closed meanwhile, not this caller cancelled
+                return None
+            slot.keeper.add_done_callback(_close_kept)
+            raise
+        except Exception:  # a cold start reports the same failure, in its own words
+            return None
+        if not sandbox.alive:
+            await sandbox.close()
+            return None
+        return sandbox
+
+    def refill(self) -> None:
+        """Start the running loop's next spare, unless it has one ready or starting."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._forget_closed_loops()
+            if loop not in self._slots:
+                slot = _Slot(loop.create_future())
+                slot.keeper = loop.create_task(slot.keep())
+                # A failed start is tried again at the next program, which reports it then.
+                slot.keeper.add_done_callback(_exception_seen)
+                self._slots[loop] = slot
+
+    def ready(self) -> bool:
+        """Whether the running loop's spare has started (for benchmarks and tests)."""
+        slot = self._slots.get(asyncio.get_running_loop())
+        return slot is not None and slot.sandbox is not None
+
+    def close(self) -> None:
+        """Close every spare; callable from any thread. Each keeper task, cancelled, kills
+        its sandbox and releases its pipes on its own loop (a start still under way finishes
+        first, and is then killed whole: see `Sandbox.start`); a spare whose loop is not
+        running is killed here."""
+        with self._lock:
+            slots, self._slots = self._slots, {}
+        for loop, slot in slots.items():
+            if not loop.is_running() and slot.sandbox is not None:
+                slot.sandbox.kill()  # no loop to close it now; the keeper would not run
+            if not loop.is_closed():
+                # A running loop's keeper closes its sandbox (a kill from here first would
+                # look like a death while idle, and be replaced).
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(slot.keeper.cancel)
+
+    def _forget_closed_loops(self) -> None:
+        for loop in [loop for loop in self._slots if loop.is_closed()]:
+            del self._slots[loop]
+
+
+class _Slot:
+    """One loop's spare: the task that starts and keeps it until `wanted` is set."""
+
+    keeper: asyncio.Task[Sandbox]
+
+    def __init__(self, wanted: asyncio.Future[None]):
+        self.wanted = wanted
+        self.sandbox: Sandbox | None = None
+
+    async def keep(self) -> Sandbox:
+        """Start a sandbox and keep it until it is wanted; one that dies meanwhile (killed
+        from outside, out of memory) is replaced once — a second death is left for `take`
+        to find, so a sandbox that cannot stay up does not restart in a loop."""
+        sandbox = self.sandbox = await Sandbox.start()
+        if not await self._wanted_alive(sandbox):
+            self.sandbox = None
+            await sandbox.close()
+            sandbox = self.sandbox = await Sandbox.start()
+            await self._wanted_alive(sandbox)
+        return sandbox
+
+    async def _wanted_alive(self, sandbox: Sandbox) -> bool:
+        """Wait until the spare is wanted (True) or its sandbox dies (False)."""
+        died = asyncio.ensure_future(sandbox.process.wait())
+        either: set[asyncio.Future[Any]] = {self.wanted, died}
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled: the loop ends or the spares close
+            # Dropped here, while the loop runs: its transports must not outlive it.
+            self.sandbox = None
+            await sandbox.close()
+            raise
+        finally:
+            died.cancel()
+        return self.wanted.done()
+
+
+def _exception_seen(keeper: asyncio.Task[Sandbox]) -> None:
+    if not keeper.cancelled():
+        keeper.exception()
+
+
+def _close_kept(keeper: asyncio.Task[Sandbox]) -> None:
+    """Close the sandbox a keeper handed to a taker that was cancelled meanwhile."""
+    if not keeper.cancelled() and keeper.exception() is None:
+        sandbox = keeper.result()
+        sandbox.kill()
+        closing = keeper.get_loop().create_task(sandbox.close())
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
+
+
+_closing: set[asyncio.Task[None]] = set()
+"""Closes under way, held so the loop does not drop them half done."""
+
+
+def _close_transport(process: asyncio.subprocess.Process) -> None:
+    """Close the process's own transport now, on its loop: a spare's sandbox can outlive its
+    loop (in a cancelled task's traceback), and a transport closed by the collector after
+    the loop would call the closed loop. asyncio's Process exposes no public close."""
+    transport = getattr(process, "_transport", None)
+    if transport is not None:
+        transport.close()
 
 
 class _ProgramEnded(Exception):

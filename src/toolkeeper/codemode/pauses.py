@@ -16,6 +16,9 @@ from typing import Any
 
 FORMAT = 1
 """The bundle's format version; a bundle of another version is refused, not misread."""
+QUEUED = b"queued-behind:"
+"""The prefix of the note stored with an approval its program does not wait on yet (it paused
+on several calls at once and continues at another's approval first); that approval follows."""
 
 
 @dataclass

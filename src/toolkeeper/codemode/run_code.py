@@ -17,12 +17,14 @@ there — no earlier call runs again.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import functools
+import importlib
 import importlib.util
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio.to_thread
 
@@ -52,6 +54,9 @@ from toolkeeper.ledger.sql import TAKEN
 from toolkeeper.runtime.context import ToolContext
 from toolkeeper.runtime.envelope import EffectState, ErrorCategory, ResultEnvelope, Status
 from toolkeeper.runtime.invocation import Principal, Proposal
+
+if TYPE_CHECKING:
+    from toolkeeper.codemode.cpython import Spares
 
 RUN_CODE_VERSION = "1.0.0"
 RUN_CODE_REF = f"{RUN_CODE_ID}@{RUN_CODE_VERSION}"
@@ -287,10 +292,19 @@ class Program:
         return content
 
     def effects(self) -> dict[str, int]:
-        counts = {"committed": 0, "unknown": 0, "not_committed": 0, "read_only": 0}
+        """The inner calls by effect: ``pending`` waits on an approval (nothing done yet, the
+        effect not known until it is decided and run), ``read_only`` succeeded changing
+        nothing, ``not_committed`` failed or was refused before any effect."""
+        counts = {"committed": 0, "unknown": 0, "not_committed": 0, "pending": 0, "read_only": 0}
         for call in self.calls:
-            state = call.effect_state
-            counts[state if state in counts else "read_only"] += 1
+            if call.status == Status.PENDING_APPROVAL.value:
+                counts["pending"] += 1
+            elif call.effect_state in counts:
+                counts[call.effect_state] += 1
+            elif call.status == Status.SUCCEEDED.value:
+                counts["read_only"] += 1
+            else:
+                counts["not_committed"] += 1
         return counts
 
     def effect_committed(self) -> bool | None:
@@ -315,7 +329,11 @@ class CodeMode:
         resume_call: Callable[[ApprovalRecord, Principal], Awaitable[ResultEnvelope]],
         ledger: Callable[[], Any],
         artifacts: Any,
+        spare: bool = True,
     ) -> None:
+        """`spare`: keep one CPython sandbox started ahead per event loop, so a CPython
+        program does not wait for bubblewrap and the interpreter to start
+        (docs/code-mode-cpython.md)."""
         self.limits = limits
         self.tiers = _checked_tiers(tiers or {})
         self.contract = run_code_contract(limits)
@@ -325,6 +343,8 @@ class CodeMode:
         self._ledger = ledger
         self._artifacts = artifacts
         self.monty = MontyTier()
+        self.spare = spare
+        self._spares: Spares | None = None
 
     def tier_for(self, principal: Principal) -> str:
         """The tier `principal`'s programs run in when run_code names none: the operator's
@@ -381,13 +401,62 @@ class CodeMode:
         tier = program.tier = arguments.get("tier") or self.tier_for(context.principal)
         outcome: ProgramOutcome | Paused
         if tier == CPYTHON:
-            self._require_cpython()
-            outcome = await replay.run(
-                arguments["code"], host=program, functions=program.names(), limits=self.limits
-            )
+            outcome = await self._run_cpython(arguments["code"], program)
         else:
             outcome = await self.monty.run(arguments["code"], call=program, limits=self.limits)
         return await self._answer(program, outcome, context)
+
+    async def _run_cpython(
+        self,
+        code: str,
+        program: Program,
+        *,
+        record: replay.Record | None = None,
+        first: replay.Answer | None = None,
+    ) -> ProgramOutcome | Paused:
+        """Run (or replay) `code` in the CPython tier, in this loop's spare sandbox when one
+        is up; the next spare starts once the program has ended, off its critical path."""
+        self._require_cpython()
+        spares = self._cpython_spares()
+        sandbox = await spares.take() if spares is not None else None
+        try:
+            return await replay.run(
+                code,
+                host=program,
+                functions=program.names(),
+                limits=self.limits,
+                record=record,
+                first=first,
+                sandbox=sandbox,
+            )
+        finally:
+            if sandbox is not None and not sandbox.used:  # the run ended before it began
+                await sandbox.close()
+            if spares is not None:
+                spares.refill()
+
+    def warm(self) -> None:
+        """Start the running loop's spare CPython sandbox now, when the operator chose the
+        CPython tier for some principal (`code_tiers`): the first such program then needn't
+        start one. Outside a running asyncio loop it does nothing; the spare starts after the
+        first program instead."""
+        if (
+            CPYTHON not in self.tiers.values()
+            or importlib.util.find_spec("toolkeeper.codemode.cpython") is None
+        ):
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        spares = self._cpython_spares()
+        if spares is not None:
+            spares.refill()
+
+    def _cpython_spares(self) -> Spares | None:
+        if self.spare and self._spares is None:
+            self._spares = importlib.import_module("toolkeeper.codemode.cpython").Spares()
+        return self._spares
 
     def _require_cpython(self) -> None:
         if importlib.util.find_spec("toolkeeper.codemode.cpython") is None:
@@ -492,6 +561,9 @@ class CodeMode:
     async def _store(
         self, bundle: pauses.PausedProgram, waiting: InnerCall, program: Program
     ) -> str:
+        """Store the program with the approval it waits on; every other call of it still
+        waiting on an approval (reads paused together) gets a note naming that approval, so
+        resuming one of them first is refused with the way forward, not lost."""
         ledger = self._ledger()
         assert waiting.approval_id is not None
         approval = await anyio.to_thread.run_sync(ledger.get_approval, waiting.approval_id)
@@ -501,6 +573,12 @@ class CodeMode:
                 ledger.store_snapshot, waiting.approval_id, bundle.encode(), account=account
             )
         )
+        note = pauses.QUEUED + waiting.approval_id.encode()
+        for call in program.calls:
+            if call.approval_id not in (None, waiting.approval_id) and call.status == (
+                Status.PENDING_APPROVAL.value
+            ):
+                await anyio.to_thread.run_sync(ledger.store_snapshot, call.approval_id, note)
         return account
 
     async def _continue(self, approval_id: str, context: ToolContext) -> Any:
@@ -514,6 +592,17 @@ class CodeMode:
             raise ToolFailure(
                 f"no paused program of {principal.id} waits on approval {approval_id!r}",
                 category=ErrorCategory.NOT_FOUND,
+                effect_committed=False,
+            )
+        queued = approval.snapshot or b""
+        if queued.startswith(pauses.QUEUED):
+            first = queued[len(pauses.QUEUED) :].decode()
+            raise ToolFailure(
+                f"approval {approval_id} belongs to a program that paused at several calls "
+                f"at once; it continues at approval {first} first, then pauses again on this "
+                "one (already decided, it is not asked again)",
+                category=ErrorCategory.STALE,
+                suggested_fix=f"Decide and resume approval {first} first.",
                 effect_committed=False,
             )
         data = await anyio.to_thread.run_sync(
@@ -541,16 +630,8 @@ class CodeMode:
         outcome: ProgramOutcome | Paused
         program.tier = bundle.tier
         if bundle.tier == CPYTHON:
-            self._require_cpython()
             record = replay.Record.decode(bundle.state)
-            outcome = await replay.run(
-                record.code,
-                host=program,
-                functions=program.names(),
-                limits=self.limits,
-                record=record,
-                first=answer,
-            )
+            outcome = await self._run_cpython(record.code, program, record=record, first=answer)
         else:
             outcome = await self.monty.resume(
                 bundle.state,
@@ -584,7 +665,11 @@ class CodeMode:
         )
 
     def close(self) -> None:
+        """Stop the Monty workers and kill the spare CPython sandboxes; both start again at
+        the next program."""
         self.monty.close()
+        if self._spares is not None:
+            self._spares.close()
 
 
 def _raised_by_call(outcome: ProgramOutcome, program: Program) -> ErrorCategory | None:

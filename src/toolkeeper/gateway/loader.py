@@ -47,6 +47,7 @@ def build_harness(config: GatewayConfig, *, recover: bool = True) -> Harness:
         call_timeout=config.call_timeout,
         limits=config.limits.harness_limits(),
         code_tiers=config.code_tiers,
+        code_spare=config.code_spare,
     )
     try:
         load_tools(harness, config)

@@ -107,6 +107,7 @@ class Harness:
         limits: Limits = DEFAULT_LIMITS,
         code_limits: CodeLimits = DEFAULT_CODE_LIMITS,
         code_tiers: Mapping[str, str] | None = None,
+        code_spare: bool = True,
     ) -> None:
         """`derived_key_ttl`: seconds a derived idempotency key (a keyed call without a
         caller's key) keeps a settled outcome, None for good; a caller's own key keeps it for
@@ -115,7 +116,8 @@ class Harness:
         arguments and what its result carries inline (docs/limits.md); the defaults suit
         calls a model writes. `code_limits` bounds every Code Mode program (docs/code-mode.md);
         `code_tiers` maps a principal id (``"*"``: everyone else) to the sandbox tier its
-        programs run in when run_code names none."""
+        programs run in when run_code names none. `code_spare`: keep one CPython-tier sandbox
+        started ahead per event loop, so such a program does not wait for one to start."""
         self.home = Path(home if home is not None else ".toolkeeper")
         self._given_ledger = ledger
         self._given_closed = False
@@ -147,6 +149,7 @@ class Harness:
         self.limits = limits
         self.code_limits = code_limits
         self.code_tiers = dict(code_tiers or {})
+        self.code_spare = code_spare
         self._code: CodeMode | None = None
         self._recover = recover
         self._services: Services | None = None
@@ -508,7 +511,8 @@ class Harness:
 
     def code_mode(self) -> CodeMode:
         """Code Mode for this harness, its `run_code` tool registered at first use (it needs
-        the ``codemode`` extra: pydantic-monty)."""
+        the ``codemode`` extra: pydantic-monty). Registered inside a running event loop with
+        the CPython tier in `code_tiers`, it starts that loop's spare sandbox right away."""
         with self._opening:
             if self._code is None:
                 from toolkeeper.codemode.run_code import CodeMode
@@ -523,6 +527,7 @@ class Harness:
                 self._code = CodeMode(
                     limits=self.code_limits,
                     tiers=self.code_tiers,
+                    spare=self.code_spare,
                     contracts=self.visible_contracts,
                     invoke=self.invoke,
                     resume_call=resume_call,
@@ -533,6 +538,7 @@ class Harness:
             else:
                 return self._code
         self.register(code.contract, executor=code)
+        code.warm()
         return code
 
     def sdk_text(self, principal: Principal, tools: Sequence[str] | None = None) -> str:

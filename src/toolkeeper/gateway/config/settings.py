@@ -359,6 +359,13 @@ class GatewayConfig(_Strict):
             "principal id (or '*' for everyone else) to 'monty' or 'cpython'."
         ),
     )
+    code_spare: bool = Field(
+        default=True,
+        description=(
+            "Keep one CPython-tier sandbox started ahead, so a program in that tier does not "
+            "wait for bubblewrap and the interpreter to start (docs/code-mode-cpython.md)."
+        ),
+    )
     discovery: Literal["all", "search"] = Field(
         default="all",
         description=(
