@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
+import queue
 import resource
 import select
 import selectors
@@ -42,7 +44,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -451,12 +453,9 @@ class Sandbox:
     def _launcher_python(self) -> str | None:
         """An interpreter the sandbox shows for the launcher: this one, else the system's
         ``python3`` (a virtualenv or pyenv under the home is hidden in the sandbox)."""
-        found = shutil.which("python3", path=PATH)
-        for candidate in (sys.executable, found):
-            if candidate:
-                path = Path(os.path.realpath(candidate))
-                if self._writable(path) or not self._masked(path):
-                    return str(path)
+        for path in _pythons():
+            if self._writable(path) or not self._masked(path):
+                return str(path)
         return None
 
     def _run_warm(
@@ -652,6 +651,14 @@ class Sandbox:
             cancelled=ended == "cancel",
             sandboxed=sandboxed,
         )
+
+
+@functools.cache
+def _pythons() -> tuple[Path, ...]:
+    """This interpreter and the system's ``python3``, symlinks resolved: found once, as
+    resolving them costs more than the rest of handing a command to a spare."""
+    found = (sys.executable, shutil.which("python3", path=PATH))
+    return tuple(Path(os.path.realpath(candidate)) for candidate in found if candidate)
 
 
 def _close(fd: int) -> None:
@@ -1052,7 +1059,7 @@ class _Spare:
         if self._retired:
             return
         self._retired = True
-        threading.Thread(target=self._teardown, name="toolkeeper-sandbox-reaper").start()
+        _REAPER.put(self._teardown)
 
     def _teardown(self) -> None:
         self.kill()
@@ -1089,6 +1096,20 @@ class Spares:
         key = sandbox.spare_key(cwd)
         if key is not None:
             self.refill(sandbox, key)
+
+    def ready(self, sandbox: Sandbox, cwd: str | Path, *, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a spare for commands of `sandbox` in `cwd` to
+        be ready (starting one if none is), and say whether one is."""
+        key = sandbox.spare_key(cwd)
+        if key is None:
+            return False
+        self.refill(sandbox, key)
+        with self._lock:
+            starting = self._starting.get(key)
+        if starting is not None:
+            starting.wait(timeout)
+        with self._lock:
+            return key in self._ready
 
     def take(
         self,
@@ -1165,21 +1186,16 @@ class _Tasks:
 
     def __init__(self, pool: Spares) -> None:
         self._pool = weakref.ref(pool)
-        self._queue: list[tuple[Sandbox, tuple[object, ...]] | None] = []
-        self._wake = threading.Condition()
+        self._queue: queue.SimpleQueue[tuple[Sandbox, tuple[object, ...]] | None]
+        self._queue = queue.SimpleQueue()
         threading.Thread(target=self._work, name="toolkeeper-spares", daemon=True).start()
 
     def put(self, task: tuple[Sandbox, tuple[object, ...]] | None) -> None:
-        with self._wake:
-            self._queue.append(task)
-            self._wake.notify()
+        self._queue.put(task)
 
     def _work(self) -> None:
         while True:
-            with self._wake:
-                while not self._queue:
-                    self._wake.wait()
-                task = self._queue.pop(0)
+            task = self._queue.get()
             pool = self._pool()
             if task is None or pool is None:
                 return
@@ -1193,6 +1209,32 @@ class _Tasks:
             del pool
 
 
+class _Reaper:
+    """One thread for the whole process tearing spent spares down in order: starting a
+    thread per command would put its start on the command's path."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def put(self, teardown: Callable[[], None]) -> None:
+        self._queue.put(teardown)
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._work, name="toolkeeper-sandbox-reaper", daemon=True
+                )
+                self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            teardown = self._queue.get()
+            with contextlib.suppress(OSError):
+                teardown()
+
+
+_REAPER = _Reaper()
 _POOLS: weakref.WeakSet[Spares] = weakref.WeakSet()
 
 
