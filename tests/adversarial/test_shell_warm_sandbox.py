@@ -7,6 +7,7 @@ closes. Each runs under real bubblewrap."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -76,6 +77,14 @@ def _spare_pids() -> list[int]:
     return pids
 
 
+def _state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "gone"
+    return next(line.split()[1] for line in status.splitlines() if line.startswith("State:"))
+
+
 def test_the_command_runs_in_the_spare_not_a_cold_sandbox(root: Path, spares: Spares) -> None:
     # The launcher is the command's parent: proof the warm path ran it.
     done = _warm(Sandbox(roots=(root,)), spares, "tr '\\0' ' ' < /proc/$PPID/cmdline", root)
@@ -123,8 +132,13 @@ def test_a_spare_killed_from_outside_is_replaced_and_the_command_runs(
 ) -> None:
     sandbox = Sandbox(roots=(root,))
     assert spares.ready(sandbox, root, timeout=30)
-    for pid in _spare_pids():
-        os.kill(pid, signal.SIGKILL)
+    killed = _spare_pids()  # with any spare of an earlier test not yet reaped
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in killed:  # dead (a zombie until reaped), not merely signalled
+        while _state(pid) not in ("Z", "gone"):
+            time.sleep(0.01)
     done = sandbox.run_blocking(["sh", "-c", "echo ran"], cwd=root, timeout=10, spares=spares)
     assert done.exit_code == 0 and done.stdout == b"ran\n"
     assert spares.ready(sandbox, root, timeout=30)  # a new spare took its place

@@ -16,6 +16,15 @@ cancels. Whatever remains then — a background ``sleep 100 &``, a fork bomb's c
 with it: killing bwrap's outer process kills the namespace's init (``--die-with-parent``),
 and the kernel kills every process of a pid namespace whose init dies.
 
+Warm sandboxes: starting bubblewrap (namespaces, mounts) takes tens of milliseconds, and
+tearing its namespaces down more, against a millisecond or two for the command itself. So
+the shell runs each command in a sandbox started ahead (`Spares`): one spare per sandbox
+spec, started and confined off the command's path, whose launcher is handed the argv, the
+working directory, the environment and the command's own stdin, stdout and stderr over a
+unix socket, and reports the exit status itself — the caller returns as soon as the output
+has ended and the status is in, and the sandbox is torn down after, by a reaper thread. A
+spare serves one command: nothing of a command is in the sandbox the next one gets.
+
 Fail closed: when bubblewrap cannot start (absent, no user namespaces, a root that does not
 exist), nothing runs and `SandboxUnavailable` says why — unless the operator set
 ``unsandboxed_fallback=True``, in which case the command runs as a plain process group and
@@ -977,6 +986,7 @@ class _Spare:
     def __init__(
         self,
         pool: Spares,
+        sandbox: Sandbox,
         key: tuple[object, ...],
         process: subprocess.Popen[bytes],
         control: socket.socket,
@@ -984,6 +994,7 @@ class _Spare:
         status: int,
     ) -> None:
         self.pool = pool
+        self.sandbox = sandbox
         self.key = key
         self.process = process
         self.control = control
@@ -1026,11 +1037,13 @@ class _Spare:
             inner.close()
             _close(status_write)
             _close(block_read)
-        spare = cls(pool, key, process, control, group, status_read)
+        spare = cls(pool, sandbox, key, process, control, group, status_read)
         try:
             _, released = _confine(
                 status_read, block_write, process.pid, sandbox.limits, group, deadline
             )
+            if not released:
+                spare.kill()  # before the block fd closes, which would let the child go on
         finally:
             _close(block_write)
         ready, _, _ = select.select([control], [], [], max(deadline - time.monotonic(), 0))
@@ -1088,19 +1101,20 @@ class Spares:
         self._ready: dict[tuple[object, ...], _Spare] = {}
         self._starting: dict[tuple[object, ...], threading.Event] = {}
         self._tasks: _Tasks | None = None
+        self._keys: dict[int, tuple[Sandbox, tuple[bool, ...], tuple[object, ...] | None]] = {}
         _POOLS.add(self)
 
     def prepare(self, sandbox: Sandbox, cwd: str | Path) -> None:
         """Start a spare for commands of `sandbox` in `cwd` unless one is ready or
         starting."""
-        key = sandbox.spare_key(cwd)
+        key = self._key(sandbox, cwd)
         if key is not None:
             self.refill(sandbox, key)
 
     def ready(self, sandbox: Sandbox, cwd: str | Path, *, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a spare for commands of `sandbox` in `cwd` to
         be ready (starting one if none is), and say whether one is."""
-        key = sandbox.spare_key(cwd)
+        key = self._key(sandbox, cwd)
         if key is None:
             return False
         self.refill(sandbox, key)
@@ -1122,12 +1136,18 @@ class Spares:
         """The ready spare for a command of `sandbox` in `cwd`, now the caller's; None
         when there is none (one is then started for the next command). A spare still
         starting is waited for: it started before any cold one would."""
-        key = sandbox.spare_key(cwd)
+        key = self._key(sandbox, cwd)
         if key is None:
             return None
         with self._lock:
             spare = self._ready.pop(key, None)
             starting = self._starting.get(key)
+            # A spare of this sandbox under another key was started before its mounts
+            # changed (a hidden directory created since, say): it would serve no command.
+            stale = [k for k, s in self._ready.items() if s.sandbox is sandbox and k != key]
+            retired = [self._ready.pop(k) for k in stale]
+        for old in retired:
+            old.retire()
         if spare is None and starting is not None:
             while not starting.wait(_POLL):
                 if cancel is not None and cancel.is_set():
@@ -1142,6 +1162,23 @@ class Spares:
         if spare is None:
             self.refill(sandbox, key)
         return spare
+
+    def _key(self, sandbox: Sandbox, cwd: str | Path) -> tuple[object, ...] | None:
+        """`sandbox.spare_key(cwd)`, remembered per sandbox while the hidden paths that
+        exist stay the same (building the command line is most of a warm command's
+        overhead on the host). The sandbox is held with its key, so its id is not reused."""
+        where = Path(os.path.realpath(cwd))
+        if not sandbox._writable(where) and sandbox._masked(where):
+            return None
+        shown = tuple(os.path.isdir(path) for path in sandbox.hidden)
+        with self._lock:
+            known = self._keys.get(id(sandbox))
+        if known is not None and known[0] is sandbox and known[1] == shown:
+            return known[2]
+        key = sandbox.spare_key(where)
+        with self._lock:
+            self._keys[id(sandbox)] = (sandbox, shown, key)
+        return key
 
     def refill(self, sandbox: Sandbox, key: tuple[object, ...]) -> None:
         """Start a spare for `key` unless one is ready or starting."""
