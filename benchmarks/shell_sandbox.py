@@ -16,9 +16,13 @@ Before each warm run the benchmark waits (untimed) until the replacement spare i
 counts the runs for which it was not ready yet when the run came: the other three sides
 usually give it time. A spare costs a bwrap and a Python launcher idling in the background.
 
+``--gap S`` sleeps S seconds (untimed) before every timed run, so each side starts on a
+machine where the previous run's background work (the last sandbox's teardown, the next
+spare's start) is over: how commands a model sends seconds apart see it.
+
 Printed: the median and p90 of each in ms, and each median over bare's. No thresholds.
 
-    python benchmarks/shell_sandbox.py [--runs 200]
+    python benchmarks/shell_sandbox.py [--runs 200] [--gap 0]
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def measure(
-    argv: list[str], sandbox: Sandbox, spares: Spares, root: Path, runs: int
+    argv: list[str], sandbox: Sandbox, spares: Spares, root: Path, runs: int, gap: float
 ) -> tuple[dict[str, list[float]], int]:
     bwrap = sandbox.command(argv, cwd=root)  # bwrap's flags, without toolkeeper's descriptors
     sides: dict[str, Callable[[], object]] = {
@@ -64,6 +68,7 @@ def measure(
             if name == "warm" and not spares.ready(sandbox, root, timeout=0):
                 unready += 1
                 spares.ready(sandbox, root, timeout=30)
+            time.sleep(gap)
             times[name].append(timed(fn))
     return times, unready
 
@@ -75,16 +80,21 @@ def p90(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
-    runs = parser.parse_args().runs
+    parser.add_argument("--gap", type=float, default=0.0)
+    arguments = parser.parse_args()
+    runs, gap = arguments.runs, arguments.gap
     spares = Spares()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             sandbox = Sandbox(roots=(root,))
-            print(f"{runs} runs per side, alternating; {os.cpu_count()} CPUs; times in ms")
+            print(
+                f"{runs} runs per side, alternating, {gap} s apart; {os.cpu_count()} CPUs; "
+                "times in ms"
+            )
             print(f"{'command':<22}{'side':<12}{'median':>8}{'p90':>8}{'× bare':>8}")
             for argv in COMMANDS:
-                times, unready = measure(argv, sandbox, spares, root, runs)
+                times, unready = measure(argv, sandbox, spares, root, runs, gap)
                 bare = statistics.median(times["bare"])
                 for name, values in times.items():
                     median = statistics.median(values)

@@ -11,12 +11,13 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
+from toolkeeper import Harness, Principal, Proposal
 from toolkeeper.executors.sandbox import ResourceLimits, Sandbox, SandboxUnavailable, Spares
 
 
@@ -217,3 +218,32 @@ def test_closing_the_pool_leaves_no_sandbox_running(root: Path) -> None:
     while _spare_pids() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _spare_pids() == []
+
+
+def _wait_for(condition: Callable[[], bool], within: float = 30.0) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_closing_the_harness_ends_its_spares_and_using_it_again_restarts_them(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    harness = Harness(home=tmp_path / ".toolkeeper")
+    harness.register_shell(roots=[repo], timeout=30)
+    assert _wait_for(lambda: bool(_spare_pids()))  # started ahead, at registration
+    harness.close()
+    assert _wait_for(lambda: not _spare_pids(), within=5)
+    done = harness.invoke_sync(
+        Proposal("again", "shell", {"command": "echo back"}), principal=Principal("alice")
+    )
+    assert done.structured_content is not None
+    assert done.structured_content["stdout"] == "back\n"
+    assert _wait_for(lambda: bool(_spare_pids()))
+    harness.close()
+    assert _wait_for(lambda: not _spare_pids(), within=5)
