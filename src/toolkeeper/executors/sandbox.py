@@ -1046,8 +1046,8 @@ class _Spare:
                 spare.kill()  # before the block fd closes, which would let the child go on
         finally:
             _close(block_write)
-        ready, _, _ = select.select([control], [], [], max(deadline - time.monotonic(), 0))
-        if not released or not ready or control.recv(1) != b"R":
+        ready = released and select.select([control], [], [], deadline - time.monotonic())[0]
+        if not ready or control.recv(1) != b"R":
             spare.retire()
             raise SandboxUnavailable("the spare sandbox did not start", reason="spare failed")
         return spare
@@ -1240,8 +1240,10 @@ class _Tasks:
             spare: _Spare | None
             try:
                 spare = _Spare.start(pool, sandbox, key)
-            except SandboxUnavailable:
-                spare = None  # the next command starts cold and says why it cannot
+            except Exception:
+                # Whatever it was, the command starts cold and reports it; this thread must
+                # live on, as the spares it started die with it.
+                spare = None
             pool._started(self, key, spare)
             del pool
 
@@ -1256,13 +1258,18 @@ class _Reaper:
         self._thread: threading.Thread | None = None
 
     def put(self, teardown: Callable[[], None]) -> None:
-        self._queue.put(teardown)
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._work, name="toolkeeper-sandbox-reaper", daemon=True
                 )
-                self._thread.start()
+                try:
+                    thread.start()
+                except RuntimeError:  # the interpreter is shutting down: tear down here
+                    teardown()
+                    return
+                self._thread = thread
+        self._queue.put(teardown)
 
     def _work(self) -> None:
         while True:
