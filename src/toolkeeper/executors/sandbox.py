@@ -16,6 +16,15 @@ cancels. Whatever remains then — a background ``sleep 100 &``, a fork bomb's c
 with it: killing bwrap's outer process kills the namespace's init (``--die-with-parent``),
 and the kernel kills every process of a pid namespace whose init dies.
 
+Warm sandboxes: starting bubblewrap (namespaces, mounts) takes tens of milliseconds, and
+tearing its namespaces down more, against a millisecond or two for the command itself. So
+the shell runs each command in a sandbox started ahead (`Spares`): one spare per sandbox
+spec, started and confined off the command's path, whose launcher is handed the argv, the
+working directory, the environment and the command's own stdin, stdout and stderr over a
+unix socket, and reports the exit status itself — the caller returns as soon as the output
+has ended and the status is in, and the sandbox is torn down after, by a reaper thread. A
+spare serves one command: nothing of a command is in the sandbox the next one gets.
+
 Fail closed: when bubblewrap cannot start (absent, no user namespaces, a root that does not
 exist), nothing runs and `SandboxUnavailable` says why — unless the operator set
 ``unsandboxed_fallback=True``, in which case the command runs as a plain process group and
@@ -25,20 +34,26 @@ default, which is the hole this closes).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import json
 import os
+import queue
 import resource
 import select
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -369,16 +384,24 @@ class Sandbox:
         timeout: float,
         stdin: bytes | None = None,
         pty: bool = False,
+        spares: Spares | None = None,
     ) -> Completed:
         """Run `argv` and wait for it, killing it (and everything it started) when
         `timeout` seconds pass or the caller is cancelled. Raises `SandboxUnavailable` when
-        the sandbox cannot start and no fallback is allowed; nothing ran then."""
+        the sandbox cannot start and no fallback is allowed; nothing ran then. Given
+        `spares`, the command runs in a sandbox started ahead (see `Spares`)."""
         cancel, finished = threading.Event(), threading.Event()
 
         def work() -> Completed:
             try:
                 return self.run_blocking(
-                    argv, cwd=cwd, timeout=timeout, stdin=stdin, pty=pty, cancel=cancel
+                    argv,
+                    cwd=cwd,
+                    timeout=timeout,
+                    stdin=stdin,
+                    pty=pty,
+                    cancel=cancel,
+                    spares=spares,
                 )
             finally:
                 finished.set()
@@ -403,16 +426,122 @@ class Sandbox:
         stdin: bytes | None = None,
         pty: bool = False,
         cancel: threading.Event | None = None,
+        spares: Spares | None = None,
     ) -> Completed:
         """`run`, on the calling thread; `cancel` ends the command when set."""
         if not argv:
             raise ValueError("argv is empty; give the program and its arguments")
         try:
+            if spares is not None:
+                self._check_roots()
+                spare = spares.take(self, cwd, started=time.monotonic(), cancel=cancel)
+                if spare is not None:
+                    done = self._run_warm(spare, argv, cwd, timeout, stdin, pty, cancel)
+                    if done is not None:
+                        return done
             return self._run(argv, cwd, timeout, stdin, pty, cancel, sandboxed=True)
         except SandboxUnavailable:
             if not self.unsandboxed_fallback:
                 raise
             return self._run(argv, cwd, timeout, stdin, pty, cancel, sandboxed=False)
+
+    def spare_key(self, cwd: str | Path) -> tuple[object, ...] | None:
+        """What a spare sandbox for a command in `cwd` must have been started with — its
+        bwrap command line (roots, network, hidden and shown paths), limits and launcher —
+        or None when no spare can serve it: `cwd` needs a mount of its own (a directory
+        under a hidden path or ``/tmp``), or no Python the sandbox can see runs the
+        launcher."""
+        where = Path(os.path.realpath(cwd))
+        if not self._writable(where) and self._masked(where):
+            return None
+        python = self._launcher_python()
+        if python is None:
+            return None
+        return (tuple(self.command([python], cwd=None)), self.limits)
+
+    def _launcher_python(self) -> str | None:
+        """An interpreter the sandbox shows for the launcher: this one, else the system's
+        ``python3`` (a virtualenv or pyenv under the home is hidden in the sandbox)."""
+        for path in _pythons():
+            if self._writable(path) or not self._masked(path):
+                return str(path)
+        return None
+
+    def _run_warm(
+        self,
+        spare: _Spare,
+        argv: Sequence[str],
+        cwd: str | Path,
+        timeout: float,
+        stdin: bytes | None,
+        pty: bool,
+        cancel: threading.Event | None,
+    ) -> Completed | None:
+        """Run `argv` in `spare`: hand its launcher the argv, working directory,
+        environment and the command's own stdin, stdout and stderr, read the output to its
+        end and take the exit status the launcher reports. None when the spare died before
+        accepting the command (nothing ran; the caller starts one cold). The spare is
+        spent either way; its teardown happens off this path."""
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.callback(spare.retire)
+                input_file = stack.enter_context(_stdin_file(stdin))
+                if pty:
+                    out_read, out_write = os.openpty()
+                else:
+                    out_read, out_write = os.pipe()
+                err_read, err_write = os.pipe()
+                stack.callback(_close, out_read)
+                stack.callback(_close, err_read)
+                request = {
+                    "argv": list(argv),
+                    "cwd": os.path.realpath(cwd),
+                    "env": self.env(pty=pty),
+                }
+                started = time.monotonic()
+                try:
+                    socket.send_fds(
+                        spare.control,
+                        [json.dumps(request).encode()],
+                        [input_file.fileno(), out_write, err_write],
+                    )
+                except OSError:
+                    return None  # the launcher is gone: nothing was handed over
+                finally:
+                    _close(out_write)
+                    _close(err_write)
+                reader = _WarmReader(spare, out_read, err_read, self.capture_limit)
+                ended = reader.collect(started + timeout, cancel)
+                duration = time.monotonic() - started
+        finally:
+            spare.pool.refill(self, spare.key)
+        if reader.failure is not None:
+            raise SandboxUnavailable(
+                f"the sandbox could not start the command, so it did not run: {reader.failure}",
+                reason=reader.failure,
+            )
+        if not reader.accepted:
+            return None
+        exit_code: int | None = None
+        signal_number: int | None = None
+        if ended is not None or reader.status is None:
+            signal_number = int(signal.SIGKILL)  # we ended it, or the sandbox was killed
+        elif reader.status < 0:
+            signal_number = -reader.status
+        else:
+            exit_code = reader.status
+        return Completed(
+            argv=tuple(argv),
+            exit_code=exit_code,
+            signal=signal_number,
+            duration=duration,
+            stdout=bytes(reader.stdout),
+            stderr=bytes(reader.stderr),
+            stdout_bytes=reader.stdout_bytes,
+            stderr_bytes=reader.stderr_bytes,
+            timed_out=ended == "timeout",
+            cancelled=ended == "cancel",
+        )
 
     def _run(
         self,
@@ -533,6 +662,14 @@ class Sandbox:
         )
 
 
+@functools.cache
+def _pythons() -> tuple[Path, ...]:
+    """This interpreter and the system's ``python3``, symlinks resolved: found once, as
+    resolving them costs more than the rest of handing a command to a spare."""
+    found = (sys.executable, shutil.which("python3", path=PATH))
+    return tuple(Path(os.path.realpath(candidate)) for candidate in found if candidate)
+
+
 def _close(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
@@ -615,6 +752,15 @@ class _ProcessGroup:
     @classmethod
     @contextlib.contextmanager
     def create(cls, processes: int) -> Iterator[_ProcessGroup]:
+        group = cls.make(processes)
+        try:
+            yield group
+        finally:
+            group.remove()
+
+    @classmethod
+    def make(cls, processes: int) -> _ProcessGroup:
+        """A new group capped at `processes`, or an inert one where none can be made."""
         path = _PIDS_CGROUP / "toolkeeper" / uuid.uuid4().hex
         try:
             path.mkdir(parents=True)
@@ -622,24 +768,25 @@ class _ProcessGroup:
         except OSError:
             with contextlib.suppress(OSError):
                 path.rmdir()
-            yield cls(None)
+            return cls(None)
+        return cls(path)
+
+    def remove(self) -> None:
+        """Kill every member and remove the group once they are gone."""
+        if self.path is None:
             return
-        group = cls(path)
-        try:
-            yield group
-        finally:
-            group.kill()
-            pause = 0.0005
-            deadline = time.monotonic() + 2.0
-            while True:
-                try:
-                    path.rmdir()
-                    break
-                except OSError:  # members still exiting: usually gone within a millisecond
-                    if time.monotonic() > deadline:
-                        break  # an empty pids cgroup left behind costs nothing
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.05)
+        self.kill()
+        pause = 0.0005
+        deadline = time.monotonic() + 2.0
+        while True:
+            try:
+                self.path.rmdir()
+                break
+            except OSError:  # members still exiting: usually gone within a millisecond
+                if time.monotonic() > deadline:
+                    break  # an empty pids cgroup left behind costs nothing
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     def join(self) -> None:
         """Move the calling process into the group (the fallback's child, before exec)."""
@@ -775,3 +922,465 @@ class _Reader:
                 value = json.loads(line)
                 if isinstance(value, dict):
                     self.status.update(value)
+
+
+_SPARE_START = 10.0
+"""Seconds a spare sandbox may take to start; one slower is given up (the command that
+wanted it starts cold)."""
+
+_LAUNCHER = r"""
+import json, os, signal, socket, sys
+control = int(sys.argv[1])
+os.closerange(3, control)
+os.closerange(control + 1, os.sysconf("SC_OPEN_MAX"))
+channel = socket.socket(fileno=control)
+channel.set_inheritable(False)
+channel.send(b"R")
+try:
+    data, fds, flags, _ = socket.recv_fds(channel, 1 << 18, 3)
+except OSError:
+    sys.exit(0)
+if not data:
+    sys.exit(0)
+channel.send(b"A")
+for fd in fds:
+    os.set_inheritable(fd, False)
+try:
+    if len(fds) != 3 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        raise ValueError("the request was cut short")
+    request = json.loads(data)
+    argv, env = request["argv"], request["env"]
+    os.chdir(request["cwd"])
+    os.environ["PATH"] = env.get("PATH", os.defpath)
+    pid = os.posix_spawnp(
+        argv[0],
+        argv,
+        env,
+        file_actions=[(os.POSIX_SPAWN_DUP2, fd, number) for number, fd in enumerate(fds)],
+        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+    )
+except Exception as exc:
+    channel.send(b"E" + str(exc).encode("utf-8", "replace"))
+    sys.exit(127)
+for fd in fds:
+    os.close(fd)
+_, status = os.waitpid(pid, 0)
+channel.send(b"X%d" % os.waitstatus_to_exitcode(status))
+"""
+"""The launcher a spare sandbox runs (``python -I -S -c``, stdlib only: toolkeeper is not
+importable inside). It closes every descriptor but its control socket, says it is ready
+(``R``), and waits for one request: JSON (argv, working directory, environment) with the
+command's stdin, stdout and stderr attached (SCM_RIGHTS). It acknowledges (``A``) before it
+does anything — so the host knows whether a command it handed over may have run — changes
+directory, spawns the command with those three descriptors and the default disposition of
+the signals Python ignores, and reports how it ended (``X`` and the exit code, negative for
+a signal), or why it could not start it (``E``). It spawns rather than execs so that the
+exit status comes straight from it: through bwrap it would take two more process hops."""
+
+
+class _Spare:
+    """One sandbox started ahead of its command: bwrap running the launcher, already
+    confined (rlimits set and the pids cgroup joined before it was released), its own
+    stdio on ``/dev/null``, waiting on `control`. It serves exactly one command."""
+
+    def __init__(
+        self,
+        pool: Spares,
+        sandbox: Sandbox,
+        key: tuple[object, ...],
+        process: subprocess.Popen[bytes],
+        control: socket.socket,
+        group: _ProcessGroup,
+        status: int,
+    ) -> None:
+        self.pool = pool
+        self.sandbox = sandbox
+        self.key = key
+        self.process = process
+        self.control = control
+        self.group = group
+        self._status = status
+        self._retired = False
+
+    @classmethod
+    def start(cls, pool: Spares, sandbox: Sandbox, key: tuple[object, ...]) -> _Spare:
+        """Start a spare for `sandbox` and wait until its launcher is ready. Raises
+        `SandboxUnavailable` when it cannot start (nothing is left running then)."""
+        python = sandbox._launcher_python()
+        if python is None:
+            raise SandboxUnavailable("no Python the sandbox shows", reason="no launcher")
+        deadline = time.monotonic() + _SPARE_START
+        group = _ProcessGroup.make(sandbox.limits.processes)
+        control, inner = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        status_read, status_write = os.pipe()
+        block_read, block_write = os.pipe()
+        launcher = [python, "-I", "-S", "-c", _LAUNCHER, str(inner.fileno())]
+        command = sandbox.command(launcher, cwd=None, status_fd=status_write, block_fd=block_read)
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                # Nothing of the harness's environment: each command brings its own.
+                env={},
+                start_new_session=True,
+                pass_fds=(inner.fileno(), status_write, block_read),
+            )
+        except OSError as exc:
+            for fd in (status_read, block_write):
+                _close(fd)
+            control.close()
+            group.remove()
+            raise SandboxUnavailable(f"bwrap could not be started: {exc}", reason=str(exc)) from exc
+        finally:
+            inner.close()
+            _close(status_write)
+            _close(block_read)
+        spare = cls(pool, sandbox, key, process, control, group, status_read)
+        try:
+            _, released = _confine(
+                status_read, block_write, process.pid, sandbox.limits, group, deadline
+            )
+            if not released:
+                spare.kill()  # before the block fd closes, which would let the child go on
+        finally:
+            _close(block_write)
+        ready = released and select.select([control], [], [], deadline - time.monotonic())[0]
+        if not ready or control.recv(1) != b"R":
+            spare.retire()
+            raise SandboxUnavailable("the spare sandbox did not start", reason="spare failed")
+        return spare
+
+    def alive(self) -> bool:
+        """Whether the launcher still waits: bwrap is running and the control socket has
+        neither data nor a hang-up to read (a dead launcher's end reads as end of file)."""
+        if self.process.poll() is not None:
+            return False
+        readable, _, _ = select.select([self.control], [], [], 0)
+        return not readable
+
+    def kill(self) -> None:
+        """End the whole sandbox now: bwrap, the namespace's init with it, and so every
+        process of the pid namespace; the pids cgroup's members too."""
+        kill_process_tree(self.process.pid)
+        self.group.kill()
+
+    def retire(self) -> None:
+        """Tear the sandbox down off the caller's path: a thread kills what is left of
+        it, reaps bwrap and removes the pids cgroup."""
+        if self._retired:
+            return
+        self._retired = True
+        _REAPER.put(self._teardown)
+
+    def _teardown(self) -> None:
+        self.kill()
+        self.control.close()
+        self.process.wait()
+        _close(self._status)
+        self.group.remove()
+
+
+class Spares:
+    """Sandboxes started ahead, at most one per sandbox spec (`Sandbox.spare_key`), so a
+    command does not wait for bubblewrap to start: it takes the spare whose spec matches
+    (else runs cold, as without spares) and a replacement is started after it, off its
+    path. Every command still gets a sandbox of its own; a spare serves one command only.
+
+    Spares are started by one long-lived thread of the pool, not by the caller's: bwrap's
+    ``--die-with-parent`` follows the thread that started it, so a spare started by a
+    short-lived worker thread would die with it. The pool is thread-based and so
+    independent of any event loop. `close` ends the idle spares and that thread (and with
+    the thread, any sandbox it started that still runs); the pool starts again if used
+    after. Every open pool is closed when the interpreter exits, and if it is killed
+    instead the kernel ends the spares (``--die-with-parent``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ready: dict[tuple[object, ...], _Spare] = {}
+        self._starting: dict[tuple[object, ...], threading.Event] = {}
+        self._tasks: _Tasks | None = None
+        self._keys: dict[int, tuple[Sandbox, tuple[bool, ...], tuple[object, ...] | None]] = {}
+        _POOLS.add(self)
+
+    def prepare(self, sandbox: Sandbox, cwd: str | Path) -> None:
+        """Start a spare for commands of `sandbox` in `cwd` unless one is ready or
+        starting."""
+        key = self._key(sandbox, cwd)
+        if key is not None:
+            self.refill(sandbox, key)
+
+    def ready(self, sandbox: Sandbox, cwd: str | Path, *, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a spare for commands of `sandbox` in `cwd` to
+        be ready (starting one if none is), and say whether one is."""
+        key = self._key(sandbox, cwd)
+        if key is None:
+            return False
+        self.refill(sandbox, key)
+        with self._lock:
+            starting = self._starting.get(key)
+        if starting is not None:
+            starting.wait(timeout)
+        with self._lock:
+            return key in self._ready
+
+    def take(
+        self,
+        sandbox: Sandbox,
+        cwd: str | Path,
+        *,
+        started: float,
+        cancel: threading.Event | None = None,
+    ) -> _Spare | None:
+        """The ready spare for a command of `sandbox` in `cwd`, now the caller's; None
+        when there is none (one is then started for the next command). A spare still
+        starting is waited for: it started before any cold one would."""
+        key = self._key(sandbox, cwd)
+        if key is None:
+            return None
+        with self._lock:
+            spare = self._ready.pop(key, None)
+            starting = self._starting.get(key)
+            # A spare of this sandbox under another key was started before its mounts
+            # changed (a hidden directory created since, say): it would serve no command.
+            stale = [k for k, s in self._ready.items() if s.sandbox is sandbox and k != key]
+            retired = [self._ready.pop(k) for k in stale]
+        for old in retired:
+            old.retire()
+        if spare is None and starting is not None:
+            while not starting.wait(_POLL):
+                if cancel is not None and cancel.is_set():
+                    return None
+                if time.monotonic() > started + _SPARE_START:
+                    return None
+            with self._lock:
+                spare = self._ready.pop(key, None)
+        if spare is not None and not spare.alive():
+            spare.retire()  # killed from outside, or died: replaced below
+            spare = None
+        if spare is None:
+            self.refill(sandbox, key)
+        return spare
+
+    def _key(self, sandbox: Sandbox, cwd: str | Path) -> tuple[object, ...] | None:
+        """`sandbox.spare_key(cwd)`, remembered per sandbox while the hidden paths that
+        exist stay the same (building the command line is most of a warm command's
+        overhead on the host). The sandbox is held with its key, so its id is not reused."""
+        where = Path(os.path.realpath(cwd))
+        if not sandbox._writable(where) and sandbox._masked(where):
+            return None
+        shown = tuple(os.path.isdir(path) for path in sandbox.hidden)
+        with self._lock:
+            known = self._keys.get(id(sandbox))
+        if known is not None and known[0] is sandbox and known[1] == shown:
+            return known[2]
+        key = sandbox.spare_key(where)
+        with self._lock:
+            self._keys[id(sandbox)] = (sandbox, shown, key)
+        return key
+
+    def refill(self, sandbox: Sandbox, key: tuple[object, ...]) -> None:
+        """Start a spare for `key` unless one is ready or starting."""
+        with self._lock:
+            if key in self._ready or key in self._starting:
+                return
+            if self._tasks is None:
+                self._tasks = _Tasks(self)
+            self._starting[key] = threading.Event()
+            self._tasks.put((sandbox, key))
+
+    def close(self) -> None:
+        """End the idle spares and the thread that started them."""
+        with self._lock:
+            tasks, self._tasks = self._tasks, None
+            ready = list(self._ready.values())
+            self._ready.clear()
+            starting = list(self._starting.values())
+            self._starting.clear()
+        for spare in ready:
+            spare.retire()
+        for event in starting:
+            event.set()
+        if tasks is not None:
+            tasks.put(None)
+
+    def _started(self, tasks: _Tasks, key: tuple[object, ...], spare: _Spare | None) -> None:
+        with self._lock:
+            current = self._tasks is tasks
+            event = self._starting.pop(key, None) if current else None
+            if current and spare is not None:
+                self._ready[key] = spare
+                spare = None
+        if spare is not None:
+            spare.retire()  # the pool was closed meanwhile
+        if event is not None:
+            event.set()
+
+
+class _Tasks:
+    """The thread that starts one pool's spares, in order, until told to stop (None)."""
+
+    def __init__(self, pool: Spares) -> None:
+        self._pool = weakref.ref(pool)
+        self._queue: queue.SimpleQueue[tuple[Sandbox, tuple[object, ...]] | None]
+        self._queue = queue.SimpleQueue()
+        threading.Thread(target=self._work, name="toolkeeper-spares", daemon=True).start()
+
+    def put(self, task: tuple[Sandbox, tuple[object, ...]] | None) -> None:
+        self._queue.put(task)
+
+    def _work(self) -> None:
+        while True:
+            task = self._queue.get()
+            pool = self._pool()
+            if task is None or pool is None:
+                return
+            sandbox, key = task
+            spare: _Spare | None
+            try:
+                spare = _Spare.start(pool, sandbox, key)
+            except Exception:
+                # Whatever it was, the command starts cold and reports it; this thread must
+                # live on, as the spares it started die with it.
+                spare = None
+            pool._started(self, key, spare)
+            del pool
+
+
+class _Reaper:
+    """One thread for the whole process tearing spent spares down in order: starting a
+    thread per command would put its start on the command's path."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def put(self, teardown: Callable[[], None]) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                thread = threading.Thread(
+                    target=self._work, name="toolkeeper-sandbox-reaper", daemon=True
+                )
+                try:
+                    thread.start()
+                except RuntimeError:  # the interpreter is shutting down: tear down here
+                    teardown()
+                    return
+                self._thread = thread
+        self._queue.put(teardown)
+
+    def _work(self) -> None:
+        while True:
+            teardown = self._queue.get()
+            with contextlib.suppress(OSError):
+                teardown()
+
+
+_REAPER = _Reaper()
+_POOLS: weakref.WeakSet[Spares] = weakref.WeakSet()
+
+
+def _close_pools() -> None:
+    for pool in list(_POOLS):
+        pool.close()
+
+
+atexit.register(_close_pools)
+
+
+class _WarmReader:
+    """Drains a warm command's stdout and stderr and reads its launcher's control socket
+    until the command has ended and nothing holds its output, keeping at most `limit`
+    bytes of each stream."""
+
+    def __init__(self, spare: _Spare, stdout: int, stderr: int, limit: int) -> None:
+        self.spare = spare
+        self.limit = limit
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.stdout_bytes = 0
+        self.stderr_bytes = 0
+        self.accepted = False
+        self.status: int | None = None
+        """The launcher's report: the exit code, or minus the signal that ended it."""
+        self.failure: str | None = None
+        self._control = spare.control.fileno()
+        self._open: dict[int, str] = {
+            stdout: "stdout",
+            stderr: "stderr",
+            self._control: "control",
+        }
+        self._poll = select.poll()
+        for fd in self._open:
+            os.set_blocking(fd, False)
+            self._poll.register(fd, select.POLLIN)
+
+    def collect(self, deadline: float, cancel: threading.Event | None) -> str | None:
+        """Read until the command is over; None when it ended by itself, else
+        ``"timeout"`` or ``"cancel"`` (and the whole sandbox was killed)."""
+        ended: str | None = None
+        linger: float | None = None
+        while self._waiting():
+            now = time.monotonic()
+            if ended is None and linger is None:
+                if cancel is not None and cancel.is_set():
+                    ended = "cancel"
+                elif now >= deadline:
+                    ended = "timeout"
+            if linger is None and (ended is not None or self._over()):
+                # The command is over, or we end it: whatever still holds its output (a
+                # background process) dies with the sandbox.
+                self.spare.kill()
+                linger = now + _LINGER
+            if linger is not None and now >= linger:
+                break  # a descendant that escaped every kill still holds a stream
+            for fd, _ in self._poll.poll(_POLL * 1000):
+                self._drain(fd)
+        return ended
+
+    def _over(self) -> bool:
+        return (
+            self.status is not None or self.failure is not None or self._control not in self._open
+        )
+
+    def _waiting(self) -> bool:
+        streams = [name for name in self._open.values() if name != "control"]
+        return bool(streams) or not self._over()
+
+    def _drain(self, fd: int) -> None:
+        name = self._open.get(fd)
+        if name is None:
+            return
+        try:
+            chunk = os.read(fd, _READ)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: a PTY whose last writer closed
+            chunk = b""
+        if not chunk:
+            del self._open[fd]
+            self._poll.unregister(fd)
+            return
+        if name == "control":
+            self._message(chunk)
+            return
+        buffer = self.stdout if name == "stdout" else self.stderr
+        room = self.limit - len(buffer)
+        if room > 0:
+            buffer += chunk[:room]
+        if name == "stdout":
+            self.stdout_bytes += len(chunk)
+        else:
+            self.stderr_bytes += len(chunk)
+
+    def _message(self, message: bytes) -> None:
+        kind, body = message[:1], message[1:]
+        if kind == b"A":
+            self.accepted = True
+        elif kind == b"X":
+            with contextlib.suppress(ValueError):
+                self.status = int(body)
+        elif kind == b"E":
+            self.failure = body.decode("utf-8", "replace") or "the launcher failed"

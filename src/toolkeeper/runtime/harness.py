@@ -151,6 +151,7 @@ class Harness:
         self.code_tiers = dict(code_tiers or {})
         self.code_spare = code_spare
         self._code: CodeMode | None = None
+        self._on_close: list[Callable[[], None]] = []
         self._recover = recover
         self._services: Services | None = None
         self._opening = threading.Lock()
@@ -262,9 +263,17 @@ class Harness:
             services, self._services = self._services, None
             if self._code is not None:
                 self._code.close()
+            for callback in self._on_close:
+                callback()
             if services is not None:
                 services.ledger.close()
                 self._given_closed = self._given_ledger is not None
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Have `close()` call `callback` every time it runs: a tool's background
+        resources (the shell's spare sandboxes) end with the harness and may start again
+        when it is used after."""
+        self._on_close.append(callback)
 
     # -- catalog -----------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from toolkeeper.contract.model import (
 from toolkeeper.errors import ConfigError
 from toolkeeper.executors.sandbox import ResourceLimits
 from toolkeeper.runtime.context import ToolContext
-from toolkeeper.shell.execution import GRACE, SandboxedCommand, sandbox_for
+from toolkeeper.shell.execution import GRACE, SandboxedCommand, sandbox_for, spares_for
 from toolkeeper.shell.results import OUTPUT_SCHEMA
 
 if TYPE_CHECKING:
@@ -185,7 +185,13 @@ def register_cli(
         timeout=timeout,
         version=version,
     )
+    spares = spares_for(harness)
     runner = SandboxedCommand(
-        sandbox, timeout=timeout, redactor=harness.redactor, artifacts=harness.artifacts
+        sandbox,
+        timeout=timeout,
+        redactor=harness.redactor,
+        artifacts=harness.artifacts,
+        spares=spares,
     )
+    spares.prepare(sandbox, where)
     return harness.register(contract, executor=CliExecutor(template, runner, where))

@@ -5,6 +5,7 @@ The shell tool and every narrow CLI tool run through `SandboxedCommand`.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,13 @@ import anyio.to_thread
 from toolkeeper.artifacts.store import ArtifactStore
 from toolkeeper.errors import ConfigError
 from toolkeeper.executors import ToolAnswer, ToolFailure
-from toolkeeper.executors.sandbox import BWRAP, ResourceLimits, Sandbox, SandboxUnavailable
+from toolkeeper.executors.sandbox import (
+    BWRAP,
+    ResourceLimits,
+    Sandbox,
+    SandboxUnavailable,
+    Spares,
+)
 from toolkeeper.runtime.envelope import ErrorCategory
 from toolkeeper.secrets.redaction import Redactor
 from toolkeeper.shell.results import Changes, Snapshot, shell_output
@@ -28,7 +35,9 @@ storing the output, so a command past its time is reported by us, not cut off mi
 
 
 class SandboxedCommand:
-    """Runs one argv in the sandbox and reports how it ended and what it changed."""
+    """Runs one argv in the sandbox and reports how it ended and what it changed. Given
+    `spares`, each command runs in a sandbox of its own started ahead (the default for the
+    shell and CLI tools; see `Spares`)."""
 
     source = "shell"
 
@@ -39,11 +48,13 @@ class SandboxedCommand:
         timeout: float,
         redactor: Redactor,
         artifacts: ArtifactStore,
+        spares: Spares | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.timeout = timeout
         self.redactor = redactor
         self.artifacts = artifacts
+        self.spares = spares
 
     async def run(
         self, argv: Sequence[str], *, cwd: str, stdin: bytes | None = None, pty: bool = False
@@ -54,7 +65,7 @@ class SandboxedCommand:
         before = await anyio.to_thread.run_sync(Snapshot.of, roots, hidden)
         try:
             completed = await self.sandbox.run(
-                argv, cwd=cwd, timeout=self.timeout, stdin=stdin, pty=pty
+                argv, cwd=cwd, timeout=self.timeout, stdin=stdin, pty=pty, spares=self.spares
             )
         except SandboxUnavailable as exc:
             raise ToolFailure(
@@ -135,3 +146,17 @@ def sandbox_for(
         unsandboxed_fallback=unsandboxed_fallback,
         bwrap=bwrap,
     )
+
+
+_SPARES: weakref.WeakKeyDictionary[Harness, Spares] = weakref.WeakKeyDictionary()
+
+
+def spares_for(harness: Harness) -> Spares:
+    """The pool of spare sandboxes the shell and CLI tools of `harness` share (one spare
+    per sandbox spec), closed when the harness closes or is collected."""
+    spares = _SPARES.get(harness)
+    if spares is None:
+        spares = _SPARES[harness] = Spares()
+        harness.on_close(spares.close)
+        weakref.finalize(harness, spares.close)
+    return spares

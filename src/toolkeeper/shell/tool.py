@@ -39,7 +39,7 @@ from toolkeeper.runtime.registry import CallFacts
 from toolkeeper.schema.document import canonical_json
 from toolkeeper.shell.analysis import analyze
 from toolkeeper.shell.command import ShellEffect
-from toolkeeper.shell.execution import GRACE, SandboxedCommand, sandbox_for
+from toolkeeper.shell.execution import GRACE, SandboxedCommand, sandbox_for, spares_for
 from toolkeeper.shell.policy import ShellPolicy, decide
 from toolkeeper.shell.results import OUTPUT_SCHEMA
 from toolkeeper.shell.rules import RuleTable
@@ -250,9 +250,15 @@ def register_shell(
         hidden=hidden,
     )
     default_cwd = Path(os.path.realpath(cwd)) if cwd is not None else sandbox.roots[0]
+    spares = spares_for(harness)
     runner = SandboxedCommand(
-        sandbox, timeout=timeout, redactor=harness.redactor, artifacts=harness.artifacts
+        sandbox,
+        timeout=timeout,
+        redactor=harness.redactor,
+        artifacts=harness.artifacts,
+        spares=spares,
     )
+    spares.prepare(sandbox, default_cwd)  # the first command need not wait for bwrap
     return harness.register(
         shell_contract(roots=sandbox.roots, timeout=timeout, network=network),
         executor=ShellExecutor(runner, default_cwd),

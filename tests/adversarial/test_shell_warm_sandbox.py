@@ -1,0 +1,249 @@
+"""Attacks on the warm path: a command runs in a sandbox started ahead of it (`Spares`), so
+each test checks that what a fresh sandbox guarantees still holds when the sandbox was
+waiting before the command came — nothing of one command reaches the next, a timed-out or
+cancelled command's background processes die with it, a spare killed from outside is
+replaced, the harness's environment stays out, and nothing is left running once the pool
+closes. Each runs under real bubblewrap."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolkeeper import Harness, Principal, Proposal
+from toolkeeper.executors.sandbox import ResourceLimits, Sandbox, SandboxUnavailable, Spares
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "root"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def spares() -> Iterator[Spares]:
+    pool = Spares()
+    yield pool
+    pool.close()
+
+
+def _warm(sandbox: Sandbox, spares: Spares, script: str, root: Path, timeout: float = 10):  # type: ignore[no-untyped-def]
+    assert spares.ready(sandbox, root, timeout=30)
+    return sandbox.run_blocking(["sh", "-c", script], cwd=root, timeout=timeout, spares=spares)
+
+
+def _running(marker: str) -> list[int]:
+    """Pids of processes (anywhere on the host) whose command line contains `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if marker.encode() in cmdline.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def _gone(marker: str, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while _running(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _spare_pids() -> list[int]:
+    """The bwrap processes this test process started: the pool's spares."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            if fields.get("Name") == "bwrap" and int(fields.get("PPid", "0")) == os.getpid():
+                pids.append(int(entry))
+    return pids
+
+
+def _state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "gone"
+    return next(line.split()[1] for line in status.splitlines() if line.startswith("State:"))
+
+
+def test_the_command_runs_in_the_spare_not_a_cold_sandbox(root: Path, spares: Spares) -> None:
+    # The launcher is the command's parent: proof the warm path ran it.
+    done = _warm(Sandbox(roots=(root,)), spares, "tr '\\0' ' ' < /proc/$PPID/cmdline", root)
+    assert b"-I -S -c" in done.stdout and done.exit_code == 0
+
+
+def test_a_background_sleeper_holding_stdout_dies_on_timeout(root: Path, spares: Spares) -> None:
+    marker = f"{1000 + os.getpid() % 1000}.4242"
+    started = time.monotonic()
+    done = _warm(
+        Sandbox(roots=(root,)), spares, f"sleep {marker} & sleep {marker}", root, timeout=1
+    )
+    assert done.timed_out and done.signal == signal.SIGKILL
+    assert time.monotonic() - started < 10
+    assert _gone(marker)
+
+
+def test_a_background_sleeper_outliving_its_command_dies_with_it(
+    root: Path, spares: Spares
+) -> None:
+    marker = f"{1000 + os.getpid() % 1000}.4343"
+    done = _warm(Sandbox(roots=(root,)), spares, f"sleep {marker} & echo left", root)
+    assert done.exit_code == 0 and done.stdout == b"left\n" and not done.timed_out
+    assert _gone(marker)
+
+
+def test_the_next_command_sees_nothing_of_the_previous_ones_tmp(root: Path, spares: Spares) -> None:
+    sandbox = Sandbox(roots=(root,))
+    first = _warm(sandbox, spares, "echo mine > /tmp/left-behind; ls /tmp", root)
+    assert b"left-behind" in first.stdout
+    second = _warm(sandbox, spares, "ls -A /tmp; cat /tmp/left-behind", root)
+    assert b"left-behind" not in second.stdout and second.exit_code != 0
+
+
+def test_a_process_of_one_command_is_not_visible_to_the_next(root: Path, spares: Spares) -> None:
+    sandbox = Sandbox(roots=(root,))
+    marker = f"{1000 + os.getpid() % 1000}.4444"
+    _warm(sandbox, spares, f"(sleep {marker} &) ; echo started", root)
+    seen = _warm(sandbox, spares, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '", root)
+    assert marker.encode() not in seen.stdout
+
+
+def test_a_spare_killed_from_outside_is_replaced_and_the_command_runs(
+    root: Path, spares: Spares
+) -> None:
+    sandbox = Sandbox(roots=(root,))
+    assert spares.ready(sandbox, root, timeout=30)
+    killed = _spare_pids()  # with any spare of an earlier test not yet reaped
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in killed:  # dead (a zombie until reaped), not merely signalled
+        while _state(pid) not in ("Z", "gone"):
+            time.sleep(0.01)
+    done = sandbox.run_blocking(["sh", "-c", "echo ran"], cwd=root, timeout=10, spares=spares)
+    assert done.exit_code == 0 and done.stdout == b"ran\n"
+    assert spares.ready(sandbox, root, timeout=30)  # a new spare took its place
+    again = _warm(sandbox, spares, "tr '\\0' ' ' < /proc/$PPID/cmdline", root)
+    assert b"-I -S -c" in again.stdout
+
+
+def test_with_no_sandbox_possible_the_warm_path_fails_closed(root: Path, spares: Spares) -> None:
+    sandbox = Sandbox(roots=(root,), bwrap="/nonexistent/bwrap")
+    assert not spares.ready(sandbox, root, timeout=30)
+    marker = root / "ran"
+    with pytest.raises(SandboxUnavailable):
+        sandbox.run_blocking(["touch", str(marker)], cwd=root, timeout=10, spares=spares)
+    assert not marker.exists()
+
+
+def test_the_harness_environment_is_unreadable(
+    root: Path, spares: Spares, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLKEEPER_WARM_TOKEN", "tk-warm-secret-24680")
+    script = "env; cat /proc/*/environ; cat /proc/$PPID/environ"
+    done = _warm(Sandbox(roots=(root,)), spares, script, root)
+    assert b"PATH=" in done.stdout and b"tk-warm-secret-24680" not in done.stdout
+
+
+def test_each_command_gets_its_own_environment_from_a_shared_spec(
+    root: Path, spares: Spares
+) -> None:
+    # Environments are handed per command, so two sandboxes differing only there share a
+    # spare spec — and neither sees the other's variable.
+    one = Sandbox(roots=(root,), environment={"TK_WHO": "one"})
+    two = Sandbox(roots=(root,), environment={"TK_WHO": "two"})
+    assert one.spare_key(root) == two.spare_key(root)
+    assert _warm(one, spares, "echo $TK_WHO", root).stdout == b"one\n"
+    assert _warm(two, spares, "echo $TK_WHO", root).stdout == b"two\n"
+
+
+def test_the_command_holds_only_its_own_descriptors(root: Path, spares: Spares) -> None:
+    done = _warm(Sandbox(roots=(root,)), spares, "ls /proc/self/fd", root)
+    assert done.stdout.split() == [b"0", b"1", b"2", b"3"]  # 3: ls's own directory
+
+
+def test_limits_set_at_spare_start_bind_the_command(root: Path, spares: Spares) -> None:
+    sandbox = Sandbox(roots=(root,), limits=ResourceLimits(open_files=77, processes=32))
+    assert spares.ready(sandbox, root, timeout=30)
+    done = sandbox.run_blocking(
+        ["bash", "-c", "ulimit -n; ulimit -u"], cwd=root, timeout=10, spares=spares
+    )
+    assert done.stdout == b"77\n32\n"
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_command_is_killed_with_its_background(
+    root: Path, spares: Spares
+) -> None:
+    sandbox = Sandbox(roots=(root,))
+    marker = f"{1000 + os.getpid() % 1000}.4545"
+    assert spares.ready(sandbox, root, timeout=30)
+    with anyio.move_on_after(1):
+        await sandbox.run(
+            ["sh", "-c", f"sleep {marker} & sleep {marker}"],
+            cwd=root,
+            timeout=60,
+            spares=spares,
+        )
+    assert _gone(marker)
+
+
+def test_closing_the_pool_leaves_no_sandbox_running(root: Path) -> None:
+    pool = Spares()
+    sandbox = Sandbox(roots=(root,))
+    assert pool.ready(sandbox, root, timeout=30)
+    assert _spare_pids()
+    pool.close()
+    deadline = time.monotonic() + 5
+    while _spare_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _spare_pids() == []
+
+
+def _wait_for(condition: Callable[[], bool], within: float = 30.0) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_closing_the_harness_ends_its_spares_and_using_it_again_restarts_them(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    harness = Harness(home=tmp_path / ".toolkeeper")
+    harness.register_shell(roots=[repo], timeout=30)
+    assert _wait_for(lambda: bool(_spare_pids()))  # started ahead, at registration
+    harness.close()
+    assert _wait_for(lambda: not _spare_pids(), within=5)
+    done = harness.invoke_sync(
+        Proposal("again", "shell", {"command": "echo back"}), principal=Principal("alice")
+    )
+    assert done.structured_content is not None
+    assert done.structured_content["stdout"] == "back\n"
+    assert _wait_for(lambda: bool(_spare_pids()))
+    harness.close()
+    assert _wait_for(lambda: not _spare_pids(), within=5)
