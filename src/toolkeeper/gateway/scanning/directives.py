@@ -350,7 +350,7 @@ _FRAME_SPAN = 220
 # The model's standing orders, named as its own: "your rules", "the instructions you were
 # given", "earlier guidance", "safety policies" — not "lint rules" or "firewall rules".
 _C_MODEL_RULES = (
-    r"\b(?:(?:your|its|their|earlier|previous|prior|original|initial|standing|system|safety"
+    r"\b(?:(?:your|its|their|earlier|previous|prior|original|initial|standing|system|safety|old"
     r"|ethical|ethics|content|moderation|the assistant's|the model's|the operator's"
     r"|the developer's|the system's|your operator's)\s+(?:\w+\s+){0,2}?"
     r"(?:instructions?|guidance|directions|directives?|rules|guidelines|policies|polic(?:y)"
@@ -362,7 +362,9 @@ _C_MODEL_RULES = (
     r"|(?:your|the operator's|the developer's|the system's|your operator's)\s+(?:\w+\s+)?"
     r"(?:configuration|settings|setup)\b"
     r"|(?:instructions?|guidance|directions|directives|rules|guidelines|policies|restrictions"
-    r"|refusals|orders|directive|instruction|rule|limits)\s+(?:\w+\s+){0,2}?(?:you(?:'ve| have)?"
+    r"|refusals|orders|directive|instruction|rule|limits)\s+(?:\w+\s+){0,2}?(?:(?:your|the)"
+    r" (?:developers?|creators?|operators?|makers?|vendor|company) (?:wrote|gave|set|defined)"
+    r"|you (?:operate|work|run|act|live) (?:under|by)|you(?:'ve| have)?"
     r" (?:been|were) \w+|you(?:'ve| have)? (?:given|received|got|told|follow(?:ed)?|had"
     r"|normally \w+|usually \w+)|given to you|(?:that|which) came"
     r" before|(?:before|earlier|so far|until now|up to now)\b)"
@@ -376,7 +378,8 @@ _C_DISCARD = (
     r"|pay no (?:attention|heed)|no longer (?:appl\w+|valid|hold|count|matter|in (?:effect|force))"
     r"|appl(?:y|ies) any ?more|\bnone of\b|(?:switched|turned|shut) off|disabled|deactivated"
     r"|relaxed|waived|paused|removed for|overruled|overwritten|(?:not |un)bound by|exempt from"
-    r"|released from|wins|prevails|takes? precedence"
+    r"|released from|wins|prevails|takes? precedence|scrap|moot|irrelevant|meaningless"
+    r"|not (?:in force|in effect|active|applicable|binding)|why (?:follow|obey|keep)"
     r"|(?:do|does|did) not (?:apply|count|hold|matter)|don't (?:apply|count|matter)"
     r"|(?:obsolete|void|null|cancell?ed|revoked|superseded|replaced|lifted|suspended|withdrawn"
     r"|invalid|outdated|overridden|rescinded|expired|(?:only|just|merely|was|were) a test)\b"
@@ -396,12 +399,13 @@ _C_NEW_SELF = (
     r"\s+as\b"
     r"|\b(?:assume|adopt|take on|switch to|become)\s+(?:the\s+)?(?:persona|role|identity"
     r"|character)\s+of\b|\broleplay as\b|\byou are no longer\b|\byour (?:new )?name is\b"
+    r"|\b(?:stay|remain) in character\b|\bin character as\b"
     r"|\b(?:developer|debug|god|admin|maintenance|unrestricted|jailbreak|dan|sudo|root) mode"
     r" (?:is |has been )?(?:now )?(?:on|enabled|active|activated|unlocked)\b"
 )
 _C_NO_LIMITS = (
     r"\b(?:without|with no|free (?:of|from)|no)\s+(?:any\s+|the\s+|your\s+|its\s+)?(?:usual\s+"
-    r"|normal\s+)?(?:content|safety|ethical|moral|usage)\s*(?:restrictions|filters|filtering"
+    r"|normal\s+)?(?:content|safety|ethical|moral|usage)\s*(?:restrictions|filters|filtering|training"
     r"|guardrails|censorship|moderation|limitations|boundaries|rules|checks|limits)\b"
     r"|\b(?:without|with no|free (?:of|from))\s+(?:any\s+)?(?:guardrails|censorship|scruples)\b"
     r"|\b(?:unrestricted|unfiltered|uncensored|jailbroken|unaligned|amoral|unbound)\b"
@@ -426,6 +430,7 @@ _C_UNAWARE = (
     r"|learn|notice|hear|told|informed|see (?:this|it|that))\b"
     r"|\b(?:remain|remains|stay|stays|be kept|kept|be)\s+(?:\w+\s+)?(?:invisible|hidden|unseen"
     r"|unknown|secret|unnoticed)\s+(?:to|from)\b"
+    r"|\b(?:remains?|stays?|kept|keep \w+|left|leave \w+) (?:unaware|uninformed|in the dark)\b"
     r"|\b(?:keep|kept|keeps|keeping|stay|stays|remain|remains)\b.{0,40}?\b(?:confidential"
     r"|secret|private|hidden)\b.{0,20}?\bfrom\b"
 )
@@ -437,6 +442,8 @@ _C_QUIET = (
     r"|\b(?:leave|leaves|omit|omits|keep|keeps|strip|exclude)\b.{0,50}?\b(?:out of|from)\s+"
     r"(?:your|the)\s+(?:reply|answer|summary|explanation|report to|message to|response to)"
     r"|\bleaves? no (?:trace|mention|record|sign|hint)s? of\b"
+    r"|\b(?:nobody|no one|no-one)(?: else)? (?:needs|has|ought|is) to (?:know|hear|see|learn"
+    r"|be told|find out)\b"
     r"|\bbetween (?:you and (?:this|the) (?:tool|server|function)|(?:this|the) (?:tool|server"
     r"|function) and you|us)\b"
     r"|\b(?:omit|omits|avoid|avoids|skip|without)\s+(?:any\s+|all\s+)?(?:reference|mention"
@@ -465,6 +472,8 @@ _C_DENY = (
     r"\b(?:pretend|claim|say|insist|assert)\w*\s+(?:that\s+)?(?:nothing|no \w+|you (?:did not"
     r"|didn't|never|have not|haven't)|it (?:was not|wasn't|did not|didn't))\b"
     r"|\bdeny (?:that|having|any|it)\b"
+    r"|\b(?:describe|call|label|present|refer to|explain|pass off)\w*\s+(?:\w+\s+){0,2}?(?:vaguely"
+    r"|innocently|as harmless|as routine|misleadingly|as something else)\b"
     r"|\b(?:answer|reply|respond|say)\s+(?:with\s+)?[\"']?(?:no|nothing|none)[\"']?(?=\s*[.,;!]|$)"
 )
 # Claiming an outcome the tool did not have.
@@ -491,6 +500,7 @@ _C_CONVERSATION = (
     r"|(?:whatever|what|everything) (?:the |any |other |\w+ ){0,2}(?:tools?|functions?|calls?)"
     r" (?:\w+\s+){0,4}?(?:returned|produced|gave|output)|(?:returned|produced) by (?:the )?other"
     r" tools"
+    r"|(?:messages?|prompts?) (?:the user|they) (?:sent|wrote|typed|gave|shared)"
     r"|(?:all|every|each|any) (?:of the )?(?:messages?|prompts?) (?:exchanged|sent|written|typed)"
     r" (?:with|by|to|from) (?:the user|you|them)"
     r"|(?:everything|anything) (?:the user|they|you) (?:said|wrote|typed|told|shared|know)"
@@ -508,7 +518,8 @@ _C_SECRET = (
 # Secrets as found, not as asked for: held by the session, the machine or the user.
 _C_AMBIENT = (
     r"\b(?:stored|saved|cached|seen|visible to you|you can (?:see|access|read|find)"
-    r"|you (?:have|hold|'ve got) (?:access to)?|in your possession|appears? in"
+    r"|you (?:have|hold|'ve got) (?:access to)?|in your possession|appears? in|loaded"
+    r"|in the environment|set in (?:the|your)"
     r"|available (?:to you|in)|in (?:your|the) (?:context|session|environment|memory)"
     r"|(?:come|came) across|encountered|so far|earlier|from (?:earlier|previous|other)"
     r"|this session|on (?:the|this) machine|on disk|home (?:directory|folder))\b"
@@ -517,7 +528,7 @@ _C_MOVE = (
     r"\b(?:send|sent|submit|supply|supplie|attach|include|append|put|pass|paste|provide|echo"
     r"|hand|give|gave|forward|upload|post|share|copy|copie|transmit|relay|report|add|insert"
     r"|embed|place|write|log|leak|deliver|email|mail|route|mirror|sync|duplicate|replicate|cc"
-    r"|save|store"
+    r"|save|store|stick|stuff|plug|feed|slip|tuck|dump"
     r")(?:s|es|ed|d|ing)?\b"
 )
 # Where data leaves: a parameter, this tool, or an address outside.
@@ -534,6 +545,7 @@ _C_SINK = (
 _C_SELF = (
     r"\b(?:this|the present|the current) (?:\w+ )?(?:tool|function|server|service|one|plugin"
     r"|integration|calculator|converter|reader|searcher)\b|\bthis tool's\b"
+    r"|\bthis is the (?:\w+ )?one\b"
     r"|\b(?:use|call|invoke|pick|choose|prefer|make|run|give) (?:this|it|me)\b"
 )
 # Choosing said as an order to the model, not as what the tool does ("this tool runs every
@@ -552,7 +564,8 @@ _C_EXCLUSIVE = (
     r"\b(?:(?:every|each|all|any) (?:single )?(?:new |incoming )?(?:requests?|query|queries"
     r"|questions?|tasks?|conversations?|situations?|cases?|times?|turns?|messages?|prompts?"
     r"|chats?|sessions?)|no matter|regardless|whatever|the only|exclusively|only ever"
-    r"|ever be used|over (?:anything|everything|the user)|at all times|in all cases)\b"
+    r"|ever be used|over (?:anything|everything|the user)|at all times|in all cases|no exceptions"
+    r"|(?:of|among) all|anything (?:the user|they) (?:says|asks|writes|types))\b"
 )
 # This tool over the others: steering, unless the sentence scopes it to one job ("always use
 # this instead of other tools for translating documents" is how honest servers say what they
@@ -576,6 +589,7 @@ _C_OTHERS = (
 )
 _C_SHUN = (
     r"\b(?:never|don't|do not|avoid|skip|ignore|stop) (?:\w+ )?(?:use|using|pick|picking|choose"
+    r"|hand|give|send|pass|route|delegate"
     r"|choosing|call|calling|select|selecting|trust|trusting|rely|relying|consider|them|the others"
     r"|it|fall back|go back|switch)\b|\bskip the others\b|\bknown to\b|\bgive wrong\b"
     r"|\bcorrupt\w*"
@@ -585,6 +599,7 @@ _C_SHUN = (
 # Falsifying what the user asked for.
 _C_ALTER = (
     r"\b(?:multiply|multiplie|double|triple|inflate|increase|raise|decrease|reduce|subtract|add"
+    r"|twice|thrice|\w+ times (?:as|more|larger|bigger)|larger than|bigger than|higher than"
     r"|round|change|alter|modify|replace|swap|adjust|bump)\w*\b"
 )
 _C_USER_VALUE = (
@@ -597,7 +612,8 @@ _C_USER_VALUE = (
 )
 # Effects sent elsewhere: a destination field set to an address of the text's choosing.
 _C_REDIRECTABLE = (
-    r"\b(?:payments?|transfers?|funds|money|invoices?|emails?|e-mails?|messages?|replies"
+    r"\b(?:payments?|transfers?|funds|money|invoices?|emails?|e-mails?|messages?|replies|receipts?"
+    r"|copies|notifications?|e-?mailed|mailed|forwarded"
     r"|reply-to|bcc|cc|recipients?|payee|beneficiary|destination|sender|from address"
     r"|to address)\b"
 )
@@ -747,7 +763,8 @@ def directives(reading: Reading) -> Iterator[Hit]:
                 continue
             if check == "code_execution" and _PIPE_TO_SHELL.match(match.group()):
                 # An install line in a README is for people; an order to run it is not.
-                sentence = _sentence_around(text, match.start(), 300).split(". ")[0]
+                begin = text.rfind(". ", 0, match.start()) + 1
+                sentence = text[begin : match.end()]
                 high = bool(_RUN_ORDER.search(sentence))
             yield Hit(check, code, high, reason, match.start(), match.end())
             break

@@ -160,6 +160,8 @@ _ASKS_FROM_CONTEXT = re.compile(
     r"|\b(?:system (?:message|prompt)|instructions|prompt) (?:that )?you (?:were|are|have been)"
     r" (?:given|started|configured|initiali[sz]ed|running|launched|told)\b"
     r"|\byour (?:\w+ )?(?:system (?:message|prompt)|instructions|initial prompt)\b"
+    r"|\b(?:every|all|each|any) (?:\w+ )?(?:tools?|functions?) you (?:can|could|have|are able to)"
+    r"|\btools? (?:available|visible) to you\b|\byour (?:available )?tools?\b"
     r"|\b(?:tokens?|passwords?|secrets?|credentials?|keys?|cookies)\b(?:[^.]|\.(?=\S)){0,40}"
     r"\b(?:you(?:'ve| have)? (?:encountered|seen|come across|found|access to|read)"
     r"|(?:during|in|from) (?:this|the current) (?:session|conversation|chat))\b"
