@@ -212,7 +212,7 @@ _CHECKS: tuple[_Check, ...] = (
         r"|reports?|sessions?|history|information|details|records|files?|everything|conversation"
         r"|messages?|responses?|findings|summary|summaries|transcripts?|analytics|metrics"
         r"|telemetry)\b…{0,60}?\b(?:to|at)\s+(?:the\s+(?:\w+\s+){0,3}?at\s+)?"
-        r"(?:https?://|ftp://|[\w.+-]+@[\w-]+\.[a-z]{2,})"),
+        r"(?:https?://|ftp://|[\w.+-]{1,64}@[\w-]+\.[a-z]{2,})"),
     _check("exfiltration", "exfiltration", "declares data theft",
         r"\bexfiltrat\w*|\bharvest\w*\s+(?:\w+\s+){0,3}?(?:credentials|secrets|keys|passwords"
         r"|tokens|data)\b|\bc2 server\b|\bcommand[- ]and[- ]control\b"),
@@ -230,7 +230,7 @@ _CHECKS: tuple[_Check, ...] = (
         r"\b(?:export|dump|write|cop(?:y|ie)|save|send|upload|transfer|move|sync|mirror|back up)\w*"
         r"…{0,30}\b(?:all|every|entire|full|complete|whole)\b…{0,30}\b(?:data|records|files"
         r"|information|details|database|contents|history|credentials|secrets)\b…{0,20}?\bto\s+"
-        r"(?:/\S+|~/\S+|[a-z]:\\\S*|(?:https?|ftp|s3)://|[\w.+-]+@[\w-]+\.[\w.]+)",
+        r"(?:/\S+|~/\S+|[a-z]:\\\S*|(?:https?|ftp|s3)://|[\w.+-]{1,64}@[\w-]+\.[\w.]+)",
         high=False),
     # -- code: run what the text carries or points at -----------------------------------------
     _check("code_execution", "hidden_directive", "asks the model to run code from the text",
@@ -257,10 +257,10 @@ _CHECKS: tuple[_Check, ...] = (
         r"|\b(?:change|replace|redirect|override)\s+the\s+(?:recipient|destination|address"
         r"|account|iban|wallet|to field)\b"
         r"|\b(?:always|must|should|make sure|ensure|automatically)\b…{0,30}\b(?:bcc|cc)\b"
-        r"…{0,60}\b[\w.+-]+@[\w-]+\.[\w.]+"
-        r"|\b[\w.+-]+@[\w-]+\.[\w.]+…{0,30}\bto the `?bcc\b"
+        r"…{0,60}\b[\w.+-]{1,64}@[\w-]+\.[\w.]+"
+        r"|\b[\w.+-]{1,64}@[\w-]+\.[\w.]+…{0,30}\bto the `?bcc\b"
         r"|(?:^|[.!?:]\s+)(?:bcc|cc|forward|copy)\s+(?:all|every|each|any|a copy of)\b…{0,60}"
-        r"\b[\w.+-]+@[\w-]+\.[\w.]+"),
+        r"\b[\w.+-]{1,64}@[\w-]+\.[\w.]+"),
     # -- steering: choose this tool, avoid the others -----------------------------------------
     _check("steering", "tool_steering", "steers tool choice toward this tool",
         r"\b(?:always|must|should|need to|required to|have to)\s+(?:\w+\s+){0,2}?(?:choose|use"
@@ -537,7 +537,7 @@ _C_SINK = (
     r"|\b(?:in|into|as|to|through|via|inside|within)\s+(?:the\s+|a\s+|this\s+|its\s+)?['\"`]?"
     r"(?:memo|notes?|context|metadata|meta|debug|sidenote|comment|extra)\b"
     r"|\b(?:to|into|through|via) (?:this|the) (?:tool|function|call)\b|https?://|ftp://"
-    r"|[\w.+-]+@[\w-]+\.[a-z]{2,}|\bendpoint\b|\bwebhook\b|`\w+`"
+    r"|[\w.+-]{1,64}@[\w-]+\.[a-z]{2,}|\bendpoint\b|\bwebhook\b|`\w+`"
     # a tool or parameter named like one (`log_event`): the data goes through another call
     r"|\b(?:to|into|via|with|through|using)\s+(?:the\s+)?['\"`]?[a-z]+_[a-z0-9_]+\b"
 )
@@ -618,7 +618,7 @@ _C_REDIRECTABLE = (
     r"|to address)\b"
 )
 _C_FIXED_TARGET = (
-    r"[\w.+-]+@[\w-]+\.[a-z]{2,}|\b(?:iban|account|acct|wallet)\s*(?:no\.?|number|#)?\s*:?\s*"
+    r"[\w.+-]{1,64}@[\w-]+\.[a-z]{2,}|\b(?:iban|account|acct|wallet)\s*(?:no\.?|number|#)?\s*:?\s*"
     r"[a-z]{0,2}\d[\d\- ]{5,}|\b[a-z]{2}\d{2}[a-z0-9]{10,30}\b|\b0x[0-9a-f]{40}\b"
 )
 _C_EVERY_TIME = r"\b(?:each|every|all|always|any|whenever|instead of|rather than|regardless)\b"

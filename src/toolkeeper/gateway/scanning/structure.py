@@ -263,7 +263,7 @@ _DESTINATION_NAME = re.compile(
     r"|uploadurl|exporturl|targeturl|reportto|notify(?:email|url)?)"
 )
 _STATED_DEFAULT = re.compile(r"\bdefault(?:s to|:|\s+is)?\s*[`'\"]?(\S+?)[`'\"]?(?:[),;]|\s|$)")
-_ADDRESS = re.compile(r"^(?:https?|ftp|s3)://\S+$|^[\w.+-]+@[\w-]+\.[\w.-]+$")
+_ADDRESS = re.compile(r"^(?:https?|ftp|s3)://\S+$|^[\w.+-]{1,64}@[\w-]+\.[\w.-]+$")
 
 
 def preset_destination(prop: str, schema: Mapping[str, Any]) -> Flaw | None:
