@@ -1,12 +1,19 @@
 """How well the upstream injection scan generalizes: blocked rates per set and technique.
 
-Run: python benchmarks/scanner_eval.py [--misses] [--split regression|tuning|report|report2|report3]
+Run: python benchmarks/scanner_eval.py [--misses] [--split regression|paraphrases|tuning|...]
 
-Five sets, printed separately and never pooled:
+Seven sets, printed separately and never pooled:
 
 * regression — our own corpus (tests/gateway/corpus/{poisoned,benign}.json), the one the
   scanner was first written against; it guards against regressions and says nothing about
   generalization.
+* paraphrases — also ours (tests/gateway/corpus/paraphrases.json): each technique reworded
+  many ways (vocabulary, word order, person, tense, split between description and parameter),
+  and benign hard negatives. Written to make the checks read meaning rather than strings; a
+  regression set, not an evaluation.
+* paraphrases-unfitted — a fifth batch of ours (paraphrases_unfitted.json), written after the
+  first four were fitted and never tuned on: how our rules carry over to wording they have not
+  seen. Still our own wording, so no substitute for a held-out public set.
 * tuning — public definitions written by others (tests/gateway/corpus/eval/tuning.jsonl);
   the checks are tuned on it.
 * report — public definitions from other sources (report.jsonl), held out for the first
@@ -43,7 +50,15 @@ from toolkeeper.gateway.scanning.findings import Finding, blocking, scan_tool
 from toolkeeper.gateway.scanning.text import read, strings
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "gateway" / "corpus"
-SETS = ("regression", "tuning", "report", "report2", "report3")
+SETS = (
+    "regression",
+    "paraphrases",
+    "paraphrases-unfitted",
+    "tuning",
+    "report",
+    "report2",
+    "report3",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +93,10 @@ def load(name: str) -> list[Item]:
     """The items of set `name`; the regression set keeps its own file format."""
     if name == "regression":
         return list(_regression())
+    if name == "paraphrases":
+        return list(_paraphrases("paraphrases.json"))
+    if name == "paraphrases-unfitted":
+        return list(_paraphrases("paraphrases_unfitted.json"))
     items = []
     for line in (CORPUS / "eval" / f"{name}.jsonl").read_text().splitlines():
         raw = json.loads(line)
@@ -106,6 +125,17 @@ def _regression() -> Iterator[Item]:
             yield Item(f"{server}/{tool['name']}", False, "benign", server, tool)
 
 
+def _paraphrases(file: str) -> Iterator[Item]:
+    data = json.loads((CORPUS / file).read_text())
+    federation = data["federation"]
+    for entry in data["poisoned"]:
+        yield Item(
+            entry["id"], True, entry["technique"], "ours-poisoned", entry["tool"], federation
+        )
+    for entry in data["benign"]:
+        yield Item(entry["id"], False, "benign", "ours-benign", entry["tool"], federation)
+
+
 def judge(items: Sequence[Item]) -> list[Verdict]:
     """Scan every item against the federation of the set's benign servers plus the servers
     the item itself names."""
@@ -127,6 +157,8 @@ def judge(items: Sequence[Item]) -> list[Verdict]:
 def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
     role = {
         "regression": "our own corpus: regression guard, not an evaluation",
+        "paraphrases": "ours, reworded techniques and hard negatives: regression, not evaluation",
+        "paraphrases-unfitted": "ours, batch 5, never tuned on: carry-over to unseen wording",
         "tuning": "public, tuned on",
         "report": "public, other sources: seen, tuned on since the third rework",
         "report2": "public, other sources: seen, tuned on since the third rework",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkeeper.gateway.scanning.confusables import disguised_letters, skeleton
-from toolkeeper.gateway.scanning.directives import ToolReference
+from toolkeeper.gateway.scanning.directives import AMBIENT_SECRET, CONVERSATION, ToolReference
 from toolkeeper.gateway.scanning.text import fold, humanize, is_hidden
 
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -148,6 +148,37 @@ _ASKS_FOR_CONTENT = re.compile(
     r"|\b(?:paste|include|put|copy|append|dump)\b(?:[^.]|\.(?=\S)){0,40}"
     r"\b(?:here|this field|this parameter)\b"
 )
+# A parameter's own text asking for what only the model's context holds, whatever the
+# parameter is called: the dialogue with the user, what other calls returned, the model's own
+# instructions, secrets met during the session, the content of a key file.
+_ASKS_FROM_CONTEXT = re.compile(
+    r"\b(?:conversation|dialogue|dialog|chat|exchange)s?\s+(?:\w+\s+){0,2}?between you\b"
+    r"|\b(?:outputs?|results?|responses?|returns?) of (?:the |any |every |each )?(?:\w+\s+){0,2}?"
+    r"(?:tools?|functions?|calls?) (?:you|that you|the assistant|the model)\b"
+    r"|\b(?:everything|anything|all) (?:\w+\s+)?you (?:know|have learned|learned|remember"
+    r"|have seen|saw|were told) (?:about|of|from)\b"
+    r"|\b(?:system (?:message|prompt)|instructions|prompt) (?:that )?you (?:were|are|have been)"
+    r" (?:given|started|configured|initiali[sz]ed|running|launched|told)\b"
+    r"|\byour (?:\w+ )?(?:system (?:message|prompt)|instructions|initial prompt)\b"
+    r"|\b(?:every|all|each|any) (?:\w+ )?(?:tools?|functions?) you (?:can|could|have|are able to)"
+    r"|\btools? (?:available|visible) to you\b|\byour (?:available )?tools?\b"
+    r"|\b(?:tokens?|passwords?|secrets?|credentials?|keys?|cookies)\b(?:[^.]|\.(?=\S)){0,40}"
+    r"\b(?:you(?:'ve| have)? (?:encountered|seen|come across|found|access to|read)"
+    r"|(?:during|in|from) (?:this|the current) (?:session|conversation|chat))\b"
+    r"|\bcontents? of (?:the user'?s? |your |any )?(?:\w+\s+)?(?:private[ -]?key|ssh[ -]?key"
+    r"|credentials?|secrets?|\.env|key|wallet|keychain|password)s?(?: file)?\b"
+)
+# A tool that itself drives a model (a chat completion, an assistant's setup) has honest use
+# for a parameter named `system_prompt` or `messages`.
+_MODEL_TOOL = re.compile(
+    r"\b(?:completions?|llm|language model|chat model|assistants?|agents?|gpt|claude|gemini"
+    r"|prompt engineering|fine-tun\w*|inference)\b"
+)
+# A tool about conversations (summarizing a chat, exporting a thread) has use for one.
+_ABOUT_CONVERSATION = re.compile(
+    r"\b(?:conversations?|chats?|messages?|threads?|transcripts?|dialog(?:ue)?s?|replies)\b"
+)
+_SOMEONES = re.compile(r"\b(?:you|your|user|they|their|tools?|previous|prior|earlier)\b")
 _SECRET_PATH = re.compile(
     r"~/|/etc/|\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)|\.aws/|\.env\b|\.npmrc|\.netrc|\.kube/"
     r"|mcp\.json|bash_history"
@@ -161,7 +192,28 @@ def parameter_asks(prop: str, schema: Mapping[str, Any], description: str) -> Fl
     own = fold(" ".join(str(schema.get(k, "")) for k in ("description", "title", "default")))
     words = fold(humanize(prop))
     explained = words in description or prop.lower() in description
-    if _CONTEXT_NAME.fullmatch(key) and not explained:
+    if context := _ASKS_FROM_CONTEXT.search(own):
+        return Flaw(
+            "context_parameter", "exfiltration_parameter", True,
+            f"parameter {prop!r} asks for what only the model's context holds: "
+            f"{context.group()!r}",
+            0, len(prop),
+        )  # fmt: skip
+    secret_word, ambient_word = AMBIENT_SECRET
+    said = CONVERSATION.search(own)
+    if said and not _SOMEONES.search(said.group()):
+        said = None  # "the full transcript" of a meeting is data, not this conversation
+    taken = (secret_word.search(own) and ambient_word.search(own)) or (
+        not _ABOUT_CONVERSATION.search(description) and said
+    )
+    if taken:
+        return Flaw(
+            "context_parameter", "exfiltration_parameter", True,
+            f"parameter {prop!r} asks for what the session holds, which the tool does not "
+            f"need: {taken.group()!r}",
+            0, len(prop),
+        )  # fmt: skip
+    if _CONTEXT_NAME.fullmatch(key) and not explained and not _MODEL_TOOL.search(description):
         return Flaw(
             "context_parameter", "exfiltration_parameter", True,
             f"parameter {prop!r} asks for the conversation or other tools' output, and the "
@@ -169,6 +221,10 @@ def parameter_asks(prop: str, schema: Mapping[str, Any], description: str) -> Fl
             0, len(prop),
         )  # fmt: skip
     asks = _ASKS_FOR_CONTENT.search(own)
+    if _CONTEXT_NAME.fullmatch(key) and _MODEL_TOOL.search(description):
+        # A model-driving tool's `system_prompt` is described as one; asking for the
+        # model's own was judged above.
+        asks = None
     if asks and (_CARRIER_NAME.fullmatch(key) or _CONTEXT_NAME.fullmatch(key)):
         return Flaw(
             "context_parameter", "exfiltration_parameter", True,
@@ -188,6 +244,10 @@ def parameter_asks(prop: str, schema: Mapping[str, Any], description: str) -> Fl
         rf"{{0,80}}\b(?:as|in|into|to|via)\s+(?:the\s+)?['\"`]?{re.escape(prop.lower())}\b"
     )
     routed = feeding.search(description)
+    carried = routed.group()[: -len(prop)] if routed else ""
+    if any(word in carried for word in words.split() if len(word) > 2):
+        # "pass a personal access token in `token`": the parameter is named for what it gets.
+        routed = None
     if routed and _CARRIER_NAME.fullmatch(key):
         return Flaw(
             "context_parameter", "exfiltration_parameter", True,
@@ -203,7 +263,7 @@ _DESTINATION_NAME = re.compile(
     r"|uploadurl|exporturl|targeturl|reportto|notify(?:email|url)?)"
 )
 _STATED_DEFAULT = re.compile(r"\bdefault(?:s to|:|\s+is)?\s*[`'\"]?(\S+?)[`'\"]?(?:[),;]|\s|$)")
-_ADDRESS = re.compile(r"^(?:https?|ftp|s3)://\S+$|^[\w.+-]+@[\w-]+\.[\w.-]+$")
+_ADDRESS = re.compile(r"^(?:https?|ftp|s3)://\S+$|^[\w.+-]{1,64}@[\w-]+\.[\w.-]+$")
 
 
 def preset_destination(prop: str, schema: Mapping[str, Any]) -> Flaw | None:

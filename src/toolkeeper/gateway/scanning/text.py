@@ -21,6 +21,7 @@ import functools
 import html
 import re
 import unicodedata
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -201,6 +202,25 @@ _MARKUP: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.M,
         ),
     ),
+    (
+        # The same words framed by other delimiters: `**SYSTEM NOTICE:**`, `{{SYSTEM}}`,
+        # `>>> ADMIN NOTICE <<<`, `==== ADMIN ====`.
+        "delimited marker",
+        re.compile(
+            # Not `**Important:**` or `**Note:**`: honest Markdown docs bold those.
+            r"(?:\*\*|\{\{|>{3}|={3,}|\|{2,}|%{3})\s*/?\s*(?:system|override|instructions?"
+            r"|hidden|secret|internal|note to (?:the )?(?:ai|assistant|model|llm)|end"
+            # "**Admin GraphQL**" names an API; an admin notice is a frame.
+            r"|admin(?=\s+(?:notice|override|instructions?|message|mode)|\s*(?:={3}|<{3}|\}\})))\b"
+            r"[^*{}<>=|%\n]{0,40}?"
+            r"(?:\*\*|\}\}|<{3}|={3,}|\|{2,}|%{3})",
+        ),
+    ),
+    (
+        # A chat turn opened inside a description: "Human: …", "Assistant: …", "System: …".
+        "chat-template token",
+        re.compile(r"(?:^|(?<=\n))\s*(?:human|assistant|system)\s*:", re.M),
+    ),
     ("html comment", re.compile(r"<!--|-->")),
     (
         "json injection key",
@@ -302,11 +322,25 @@ _HEX_RUN = re.compile(
 )
 
 
+# Percent-encoding (six escapes or more: a URL's `%20` is not a payload) and string escapes
+# (`\\u0069\\u0067…`, `\\x69\\x67…`, four or more), which a model decodes as readily as base64.
+_URL_RUN = re.compile(r"(?:[\w.~+-]{0,3}%[0-9a-fA-F]{2}){6,}[\w.~+-]*")
+_ESCAPE_RUN = re.compile(
+    r"(?:(?:\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}|\\U[0-9a-fA-F]{8})[^\\\s\"']{0,3}){4,}"
+)
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})|\\U([0-9a-fA-F]{8})")
+
+
 def encoded_runs(raw: str) -> Iterator[tuple[int, int, str]]:
-    """(start, end, decoded text) for each base64 or hex run in `raw` that decodes to readable
-    text. A model can decode such a run and read what a reviewer cannot; hashes, ids and
-    other binary encodings decode to noise and are left alone."""
-    for pattern, decode in ((_HEX_RUN, _from_hex), (_BASE64_RUN, _from_base64)):
+    """(start, end, decoded text) for each base64, hex, percent-encoded or escaped run in `raw`
+    that decodes to readable text. A model can decode such a run and read what a reviewer
+    cannot; hashes, ids and other binary encodings decode to noise and are left alone."""
+    for pattern, decode in (
+        (_HEX_RUN, _from_hex),
+        (_BASE64_RUN, _from_base64),
+        (_URL_RUN, _from_percent),
+        (_ESCAPE_RUN, _from_escapes),
+    ):
         for match in pattern.finditer(raw):
             decoded = decode(match.group())
             if decoded is not None and _readable(decoded):
@@ -317,6 +351,35 @@ def _from_hex(run: str) -> str | None:
     try:
         return bytes.fromhex(re.sub(r"[ :]", "", run)).decode("utf-8")
     except ValueError:
+        return None
+
+
+def _from_percent(run: str) -> str | None:
+    try:
+        return urllib.parse.unquote_plus(run, errors="strict")
+    except UnicodeDecodeError:
+        return None
+
+
+def _from_escapes(run: str) -> str | None:
+    """`\\uXXXX` as code points, `\\xXX` as UTF-8 bytes, other characters as themselves."""
+    out = bytearray()
+    at = 0
+    for match in _ESCAPE.finditer(run):
+        out += run[at : match.start()].encode("utf-8", "surrogatepass")
+        wide, byte, long = match.groups()
+        if byte is not None:
+            out.append(int(byte, 16))
+        else:
+            code = int(wide or long, 16)
+            if code > 0x10FFFF:
+                return None
+            out += chr(code).encode("utf-8", "surrogatepass")
+        at = match.end()
+    out += run[at:].encode("utf-8", "surrogatepass")
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 
