@@ -355,9 +355,12 @@ def retrieval(args: argparse.Namespace, rankers: list[str], tmp: Path) -> None:
     for ranker in rankers:
         mean = statistics.fmean(totals[ranker])
         worst = min(a - b for a, b in zip(totals[ranker], totals[rankers[0]], strict=True))
+        ratios = [a / b for a, b in zip(totals[ranker], totals[rankers[0]], strict=True) if b]
         print(
             f"mean nDCG@10 {ranker:8} {mean:6.1f}  vs {rankers[0]}: {mean - base:+5.1f}, "
-            f"worst catalog {worst:+5.1f}"
+            f"worst catalog {worst:+5.1f}; nDCG@10 ratio to {rankers[0]} per catalog "
+            + " ".join(f"{r:.3f}" for r in ratios)
+            + f", mean {statistics.fmean(ratios):.3f}"
         )
 
 

