@@ -26,7 +26,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +68,7 @@ def _split_identifier(name: str) -> str:
     return re.sub(r"[_.\-/:]+", " ", spaced).strip()
 
 
-def document_text(fields: dict[str, str] | Any) -> str:
+def document_text(fields: Mapping[str, str]) -> str:
     """What the model reads of a tool: its name as words, its description and its
     when-to-use text (`text.ToolText.fields`). Parameter names and descriptions are left to
     the lexical ranker: they would lengthen every text, and encoding time grows with it."""
