@@ -23,7 +23,10 @@ Seven sets, printed separately and never pooled:
 * report3 — public definitions from sources in none of the above (report3.jsonl), written
   and committed before the third rework's checks and measured once on them (bb6382c: 47/56
   poisoned, 9/346 benign blocked — the held-out figure to quote). Its misses were then seen
-  and fixed, so it is tuning data too from 8b711f2 on; no held-out set is left.
+  and fixed, so it is tuning data too from 8b711f2 on.
+* report4 — public definitions from sources in none of the above (report4.jsonl), collected
+  apart from the fourth rework and measured once on it (766c457: 60/82 poisoned, 17/322 benign
+  blocked — the held-out figure to quote). Seen since.
 
 Next to every rate the benchmark prints the rate of a baseline measured on the same items in
 the same run: a scanner keyed on wrappers, blocking a definition exactly when some string of it
@@ -58,6 +61,7 @@ SETS = (
     "report",
     "report2",
     "report3",
+    "report4",
 )
 
 
@@ -163,6 +167,7 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
         "report": "public, other sources: seen, tuned on since the third rework",
         "report2": "public, other sources: seen, tuned on since the third rework",
         "report3": "public, other sources: held out for bb6382c, seen and tuned on since",
+        "report4": "public, other sources: held out for 766c457, seen since",
     }[name]
     print(f"\n== {name} ({role})")
     poisoned = [v for v in verdicts if v.item.poisoned]

@@ -362,7 +362,7 @@ def _from_percent(run: str) -> str | None:
 
 
 def _from_escapes(run: str) -> str | None:
-    """`\\uXXXX` as code points, `\\xXX` as UTF-8 bytes, other characters as themselves."""
+    """`\\u` and four hex digits as a code point, `\\x` and two as a UTF-8 byte, the rest as is."""
     out = bytearray()
     at = 0
     for match in _ESCAPE.finditer(run):
