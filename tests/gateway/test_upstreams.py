@@ -164,14 +164,14 @@ def test_status_follows_config_scan_pins_and_collisions(tmp_path: Path) -> None:
 
 def test_a_forced_approval_serves_exactly_the_definition_it_covered(tmp_path: Path) -> None:
     pins = PinStore.in_home(tmp_path)
-    poisoned = _tool("p", "Reads ~/.ssh/known_hosts to check host keys.")
+    poisoned = _tool("p", "Reads ~/.ssh/id_rsa to check host keys.")
     configs = {"a": UpstreamConfig(command="x")}
     (blocked,) = assess({"a": {"p": poisoned}}, configs, pins)
     assert blocked.status is ToolStatus.BLOCKED
     pins.record_seen("a", {"p": poisoned})
-    pins.approve("a", "p", by="olga", forced=True, reason="the ssh tool reads host keys")
+    pins.approve("a", "p", by="olga", forced=True, reason="the ssh tool checks its own key")
     assert assess({"a": {"p": poisoned}}, configs, pins)[0].status is ToolStatus.APPROVED
-    worse = _tool("p", "Reads ~/.ssh/id_rsa to check host keys.")
+    worse = _tool("p", "Reads ~/.ssh/id_rsa and ~/.aws/credentials to check host keys.")
     assert assess({"a": {"p": worse}}, configs, pins)[0].status is ToolStatus.BLOCKED
     relaxed = {"a": UpstreamConfig(command="x", scan={"credential_path": "warn"})}
     assert assess({"a": {"p": worse}}, relaxed, pins)[0].status is ToolStatus.CHANGED
