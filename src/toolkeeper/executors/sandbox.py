@@ -530,18 +530,7 @@ class Sandbox:
             signal_number = -reader.status
         else:
             exit_code = reader.status
-        return Completed(
-            argv=tuple(argv),
-            exit_code=exit_code,
-            signal=signal_number,
-            duration=duration,
-            stdout=bytes(reader.stdout),
-            stderr=bytes(reader.stderr),
-            stdout_bytes=reader.stdout_bytes,
-            stderr_bytes=reader.stderr_bytes,
-            timed_out=ended == "timeout",
-            cancelled=ended == "cancel",
-        )
+        return _completed(argv, reader, ended, duration, exit_code, signal_number)
 
     def _run(
         self,
@@ -647,19 +636,36 @@ class Sandbox:
                 signal_number = reported - 128
             else:
                 exit_code = reported
-        return Completed(
-            argv=tuple(argv),
-            exit_code=exit_code,
-            signal=signal_number,
-            duration=duration,
-            stdout=bytes(reader.stdout),
-            stderr=bytes(reader.stderr),
-            stdout_bytes=reader.stdout_bytes,
-            stderr_bytes=reader.stderr_bytes,
-            timed_out=ended == "timeout",
-            cancelled=ended == "cancel",
-            sandboxed=sandboxed,
+        return _completed(
+            argv, reader, ended, duration, exit_code, signal_number, sandboxed=sandboxed
         )
+
+
+def _completed(
+    argv: Sequence[str],
+    reader: _Reader | _WarmReader,
+    ended: str | None,
+    duration: float,
+    exit_code: int | None,
+    signal_number: int | None,
+    *,
+    sandboxed: bool = True,
+) -> Completed:
+    """What a run came to, from either path's reader: the cold and the warm run differ in how
+    they learn the status, not in what they report."""
+    return Completed(
+        argv=tuple(argv),
+        exit_code=exit_code,
+        signal=signal_number,
+        duration=duration,
+        stdout=bytes(reader.stdout),
+        stderr=bytes(reader.stderr),
+        stdout_bytes=reader.stdout_bytes,
+        stderr_bytes=reader.stderr_bytes,
+        timed_out=ended == "timeout",
+        cancelled=ended == "cancel",
+        sandboxed=sandboxed,
+    )
 
 
 @functools.cache
