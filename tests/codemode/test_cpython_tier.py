@@ -6,6 +6,7 @@ calls without re-running them. Every test runs the real sandbox (bubblewrap)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 from collections.abc import Awaitable, Callable, Sequence
@@ -82,6 +83,15 @@ def test_a_program_ending_in_a_statement_has_no_value() -> None:
 def test_stderr_is_part_of_the_printed_output() -> None:
     outcome = run("import sys\nprint('to stderr', file=sys.stderr)\n'done'")
     assert outcome.stdout == "to stderr\n" and outcome.value == "done"
+
+
+def test_the_runner_leaves_the_costly_modules_to_the_program() -> None:
+    """Each module imported before the program runs is start time: the runner uses the
+    built-in ``posix`` and ``_json``, not ``os``, ``json``, ``re``, ``typing`` or ``asyncio``
+    (a program that uses them imports them itself, as the next test's does)."""
+    loaded = set(run("import sys\nsorted(sys.modules)").value)
+    assert {"posix", "_json"} <= loaded
+    assert not {"os", "json", "re", "typing", "asyncio", "collections"} & loaded
 
 
 def test_full_standard_library_is_available() -> None:
@@ -411,6 +421,30 @@ def test_a_dead_spare_is_replaced_by_a_fresh_sandbox() -> None:
             "6 * 7", functions=[], call=echo, limits=LIMITS, sandbox=sandbox
         )
         assert outcome.value == 42
+
+    asyncio.run(scenario())
+
+
+def test_frames_queued_behind_the_runner_reach_it_without_an_answer_to_its_hello() -> None:
+    """How a cold run starts: its start frame goes down the pipe with the runner, and the
+    runner goes on to the program without the host writing anything after its hello."""
+    start = {
+        "op": "start",
+        "code": "6 * 7",
+        "functions": [],
+        "max_frame": 1 << 20,
+        "limits": {"RLIMIT_CPU": 10, "RLIMIT_AS": 512 * MIB},
+    }
+    body = json.dumps(start).encode()
+
+    async def scenario() -> None:
+        sandbox = await Sandbox.start(first=len(body).to_bytes(4, "big") + body)
+        try:
+            header = await asyncio.wait_for(sandbox.frames.readexactly(4), 30)
+            report = await sandbox.frames.readexactly(int.from_bytes(header, "big"))
+            assert json.loads(report) == {"op": "result", "value": 42}
+        finally:
+            await sandbox.close()
 
     asyncio.run(scenario())
 
