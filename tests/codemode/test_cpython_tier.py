@@ -449,6 +449,14 @@ def test_frames_queued_behind_the_runner_reach_it_without_an_answer_to_its_hello
     asyncio.run(scenario())
 
 
+def test_a_cold_program_larger_than_the_pipe_reaches_the_runner_whole() -> None:
+    """A cold start puts the runner and the program into the pipe before bubblewrap starts,
+    as far as the pipe holds them; a program past that follows once the runner reads."""
+    text = "x" * (300 * 1024)
+    outcome = run(f"s = {text!r}\nlen(s), s[-3:]")
+    assert outcome.value == [300 * 1024, "xxx"]
+
+
 def test_an_unused_sandbox_is_closed_and_killed() -> None:
     async def scenario() -> None:
         sandbox = await Sandbox.start()

@@ -261,9 +261,18 @@ class Sandbox:
         answer_read, answer_write = os.pipe()
         filter_read, filter_write = os.pipe()
         child_fds = (request_write, answer_read, filter_read)
+        # The runner (and `first`) go into the pipe before bubblewrap starts, as far as the
+        # pipe holds them: the interpreter finds them there, however late this process is
+        # scheduled again after the spawn. The rest, if any, follows through the writer.
+        head = _runner() + first
         try:
             with open(filter_write, "wb", closefd=True) as filter_file:
                 filter_file.write(_seccomp_filter())
+            os.set_blocking(answer_write, False)
+            try:
+                sent = os.write(answer_write, head)
+            except BlockingIOError:
+                sent = 0
             argv = _bwrap_argv(
                 filter_fd=filter_read, request_fd=request_write, answer_fd=answer_read
             )
@@ -302,7 +311,8 @@ class Sandbox:
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         sandbox = cls(process, frames, frames_transport, writer)
         try:
-            sandbox.answers.write(_runner() + first)
+            if sent < len(head):
+                sandbox.answers.write(head[sent:])
             await sandbox._hello()
         except BaseException:
             await sandbox.close()
