@@ -321,6 +321,16 @@ def test_output_within_the_limit_is_not_flagged() -> None:
     assert not outcome.truncated and outcome.stdout == "x" * 99 + "\n"
 
 
+def test_output_a_cold_program_prints_at_once_is_kept_to_its_own_limit() -> None:
+    """A cold program runs as soon as its sandbox is up, before the host has seen the
+    hello: output printed then is kept to the program's limit, above and below the 64 KiB
+    kept of a sandbox that did not start."""
+    large = run("print('x' * 200_000)", output_bytes=1024 * 1024)
+    assert not large.truncated and large.stdout == "x" * 200_000 + "\n"
+    small = run("print('x' * 200_000)", output_bytes=100)
+    assert small.truncated and small.stdout == "x" * 100
+
+
 # Replay: abort-and-replay for durable pauses
 
 

@@ -223,26 +223,29 @@ class Sandbox:
         frames: asyncio.StreamReader,
         frames_transport: asyncio.ReadTransport,
         answers: asyncio.StreamWriter,
+        output_limit: int = MAX_ERROR_OUTPUT,
     ):
         self.process = process
         self.frames = frames
         self.frames_transport = frames_transport
         self.answers = answers
         self.output = bytearray()
-        self.output_limit = MAX_ERROR_OUTPUT
+        self.output_limit = output_limit
         self.truncated = False
         self.used = False
         assert process.stdout is not None
         self.pump = asyncio.create_task(self._pump(process.stdout))
 
     @classmethod
-    async def start(cls, *, first: bytes = b"") -> Sandbox:
+    async def start(cls, *, first: bytes = b"", output_limit: int = MAX_ERROR_OUTPUT) -> Sandbox:
         """Start a sandbox and wait until its runner is up; `SandboxUnavailable` if it cannot.
 
         `first`: frames to queue behind the runner before it has started. A cold run passes
         its program's start frame here, so the runner goes on to the program without waiting
-        for the host to answer its hello (a round trip through both schedulers)."""
-        starting = asyncio.create_task(cls._start(first))
+        for the host to answer its hello (a round trip through both schedulers); its output
+        may then come before `start` returns, so `output_limit` bounds what is kept of it
+        from the first byte."""
+        starting = asyncio.create_task(cls._start(first, output_limit))
         try:
             return await asyncio.shield(starting)
         except asyncio.CancelledError:
@@ -255,7 +258,7 @@ class Sandbox:
             raise
 
     @classmethod
-    async def _start(cls, first: bytes) -> Sandbox:
+    async def _start(cls, first: bytes, output_limit: int) -> Sandbox:
         loop = asyncio.get_running_loop()
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
@@ -309,7 +312,7 @@ class Sandbox:
             answers.close()
             raise
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
-        sandbox = cls(process, frames, frames_transport, writer)
+        sandbox = cls(process, frames, frames_transport, writer, output_limit)
         try:
             if sent < len(head):
                 sandbox.answers.write(head[sent:])
@@ -546,8 +549,10 @@ class _Run:
         finally:
             await self._close()
         assert self.sandbox is not None
-        stdout = bytes(self.sandbox.output).decode("utf-8", "replace")
-        return ProgramOutcome(value, stdout, self.sandbox.truncated, error, error_type)
+        limit, output = self.limits.output_bytes, self.sandbox.output
+        truncated = self.sandbox.truncated or len(output) > limit
+        stdout = bytes(output[:limit]).decode("utf-8", "replace")
+        return ProgramOutcome(value, stdout, truncated, error, error_type)
 
     async def _drive(
         self, names: list[str], spare: Sandbox | None
@@ -565,7 +570,12 @@ class _Run:
                         await spare.close()
                     # Cold: the program goes down the pipe behind the runner, not after
                     # its hello.
-                    self.sandbox = await Sandbox.start(first=_frame(self._start_frame(names)))
+                    # Kept of its output until it is cut to the program's limit: enough for
+                    # bubblewrap's own error too, should the sandbox not start.
+                    kept = max(self.limits.output_bytes, MAX_ERROR_OUTPUT)
+                    self.sandbox = await Sandbox.start(
+                        first=_frame(self._start_frame(names)), output_limit=kept
+                    )
                 self.sandbox.used = True
                 self.sandbox.output_limit = self.limits.output_bytes
                 report = await self._serve()
