@@ -382,8 +382,10 @@ class Spares:
 
     `take` hands out the loop's spare (waiting for it if it is still starting, which is
     still sooner than a cold start) or None when there is none; `refill` starts the next one
-    in the background — call it once the program that took the spare has ended, so the
-    replacement's start does not compete with that program for the CPU. A spare found dead
+    in the background. Code Mode calls it as soon as a program has taken the spare (the
+    replacement's start then overlaps that program, so a program sent right after finds more
+    of it done, at the price of sharing the CPU with it) and, after a cold program, once that
+    program has ended (two starts at once would each take longer). A spare found dead
     (killed from outside, out of memory) is closed and not handed out. A sandbox is bound to
     the loop that started it (its pipes and its child watcher are), hence one per loop. Each
     spare waits in a task of its loop: when the loop ends (``asyncio.run`` cancels its
