@@ -571,9 +571,8 @@ class _Run:
                     if spare is not None:
                         await spare.close()
                     # Cold: the program goes down the pipe behind the runner, not after
-                    # its hello.
-                    # Kept of its output until it is cut to the program's limit: enough for
-                    # bubblewrap's own error too, should the sandbox not start.
+                    # its hello. Its output is kept up to its own limit (cut to it at the
+                    # end), or enough for bubblewrap's error should the sandbox not start.
                     kept = max(self.limits.output_bytes, MAX_ERROR_OUTPUT)
                     self.sandbox = await Sandbox.start(
                         first=_frame(self._start_frame(names)), output_limit=kept
