@@ -803,6 +803,9 @@ def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]
         remount_root_read_only=True,
         chdir="/tmp",
         seccomp_fd=filter_fd,
+        # The interpreter starts no process (the seccomp filter refuses them), so it is the
+        # namespace's init itself: one fork and one wait for a CPU fewer on every start.
+        command_is_init=True,
         bwrap=bwrap,
     )
     command = [python, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP]

@@ -195,8 +195,20 @@ def _function(channel: _Channel, name: str) -> Any:
     return function
 
 
+def _cpu_limit_reached(signum: int, frame: object) -> None:
+    # Exit as the signal would have ended a process that is not its namespace's init.
+    posix._exit(128 + signum)
+
+
 def _set_limits(limits: dict[str, int]) -> None:
+    import _signal  # type: ignore[import-not-found]  # `signal` would import `enum` too
     import resource
+
+    # The runner is its pid namespace's init, which ignores a signal it has no handler for:
+    # without this, SIGXCPU at the CPU limit would do nothing and only the hard limit's
+    # SIGKILL, a second later, would end the program. (A program stuck inside one C call
+    # runs on to that hard stop: the handler runs between bytecodes.)
+    _signal.signal(_signal.SIGXCPU, _cpu_limit_reached)
 
     for name, value in limits.items():
         limit = getattr(resource, name)
