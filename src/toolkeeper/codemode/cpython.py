@@ -3,12 +3,12 @@ crossing to the host over a pipe.
 
 The sandbox (see docs/code-mode-cpython.md): no network, no host file but the interpreter's
 installation and ``/usr`` (read-only), a private size-bounded ``/tmp``, an empty environment,
-its own user, mount, pid, network, IPC, UTS and cgroup namespaces with every capability
-dropped, a seccomp filter that refuses new processes and ptrace, and rlimits for CPU, memory,
-file size, open files and processes. The whole sandbox is killed on timeout, cancellation or
-abort. Without bubblewrap nothing runs: `SandboxUnavailable`. A `Sandbox` can be started
-ahead of its program, which takes bubblewrap's and the interpreter's start off the program's
-time.
+its own user, mount, pid (the interpreter its init), network, IPC, UTS and cgroup namespaces
+with every capability dropped, a seccomp filter that refuses new processes and ptrace, and
+rlimits for CPU, memory, file size, open files and processes. The whole sandbox is killed on
+timeout, cancellation or abort. Without bubblewrap nothing runs: `SandboxUnavailable`. A
+`Sandbox` can be started ahead of its program, which takes bubblewrap's and the interpreter's
+start off the program's time.
 
 The program's value is that of its last statement when that is an expression (as in Monty
 and a notebook cell), else None. It must be a JSON value. Each name in ``functions`` is a
@@ -249,9 +249,9 @@ class Sandbox:
         try:
             return await asyncio.shield(starting)
         except asyncio.CancelledError:
-            # Killed mid-setup, bubblewrap can orphan its namespace's init: the init sets its
-            # parent-death signal only after the clone. So a cancelled start finishes first
-            # (bounded), and then the sandbox is killed whole.
+            # Killed mid-setup, bubblewrap can orphan its child in the new namespaces: the
+            # child sets its parent-death signal only after the clone. So a cancelled start
+            # finishes first (bounded), and then the sandbox is killed whole.
             with contextlib.suppress(BaseException):
                 sandbox = await asyncio.wait_for(starting, _GRACE_SECONDS)
                 await sandbox.close()
