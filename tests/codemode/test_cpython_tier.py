@@ -6,6 +6,7 @@ calls without re-running them. Every test runs the real sandbox (bubblewrap)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 from collections.abc import Awaitable, Callable, Sequence
@@ -82,6 +83,15 @@ def test_a_program_ending_in_a_statement_has_no_value() -> None:
 def test_stderr_is_part_of_the_printed_output() -> None:
     outcome = run("import sys\nprint('to stderr', file=sys.stderr)\n'done'")
     assert outcome.stdout == "to stderr\n" and outcome.value == "done"
+
+
+def test_the_runner_leaves_the_costly_modules_to_the_program() -> None:
+    """Each module imported before the program runs is start time: the runner uses the
+    built-in ``posix`` and ``_json``, not ``os``, ``json``, ``re``, ``typing`` or ``asyncio``
+    (a program that uses them imports them itself, as the next test's does)."""
+    loaded = set(run("import sys\nsorted(sys.modules)").value)
+    assert {"posix", "_json"} <= loaded
+    assert not {"os", "json", "re", "typing", "asyncio", "collections"} & loaded
 
 
 def test_full_standard_library_is_available() -> None:
@@ -311,6 +321,16 @@ def test_output_within_the_limit_is_not_flagged() -> None:
     assert not outcome.truncated and outcome.stdout == "x" * 99 + "\n"
 
 
+def test_output_a_cold_program_prints_at_once_is_kept_to_its_own_limit() -> None:
+    """A cold program runs as soon as its sandbox is up, before the host has seen the
+    hello: output printed then is kept to the program's limit, above and below the 64 KiB
+    kept of a sandbox that did not start."""
+    large = run("print('x' * 200_000)", output_bytes=1024 * 1024)
+    assert not large.truncated and large.stdout == "x" * 200_000 + "\n"
+    small = run("print('x' * 200_000)", output_bytes=100)
+    assert small.truncated and small.stdout == "x" * 100
+
+
 # Replay: abort-and-replay for durable pauses
 
 
@@ -413,6 +433,38 @@ def test_a_dead_spare_is_replaced_by_a_fresh_sandbox() -> None:
         assert outcome.value == 42
 
     asyncio.run(scenario())
+
+
+def test_frames_queued_behind_the_runner_reach_it_without_an_answer_to_its_hello() -> None:
+    """How a cold run starts: its start frame goes down the pipe with the runner, and the
+    runner goes on to the program without the host writing anything after its hello."""
+    start = {
+        "op": "start",
+        "code": "6 * 7",
+        "functions": [],
+        "max_frame": 1 << 20,
+        "limits": {"RLIMIT_CPU": 10, "RLIMIT_AS": 512 * MIB},
+    }
+    body = json.dumps(start).encode()
+
+    async def scenario() -> None:
+        sandbox = await Sandbox.start(first=len(body).to_bytes(4, "big") + body)
+        try:
+            header = await asyncio.wait_for(sandbox.frames.readexactly(4), 30)
+            report = await sandbox.frames.readexactly(int.from_bytes(header, "big"))
+            assert json.loads(report) == {"op": "result", "value": 42}
+        finally:
+            await sandbox.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_cold_program_larger_than_the_pipe_reaches_the_runner_whole() -> None:
+    """A cold start puts the runner and the program into the pipe before bubblewrap starts,
+    as far as the pipe holds them; a program past that follows once the runner reads."""
+    text = "x" * (300 * 1024)
+    outcome = run(f"s = {text!r}\nlen(s), s[-3:]")
+    assert outcome.value == [300 * 1024, "xxx"]
 
 
 def test_an_unused_sandbox_is_closed_and_killed() -> None:

@@ -270,6 +270,45 @@ def test_the_spare_starts_at_registration_when_an_operator_chose_cpython(tmp_pat
         harness.close()
 
 
+def test_the_next_spare_starts_while_a_program_runs_in_the_last(tmp_path: Path) -> None:
+    """A program that took the spare has the next one started while it runs (a program sent
+    right after it finds that start under way or done); a program that started cold has
+    none started beside it (the two starts would share the CPU), only after it."""
+    harness = Harness(home=tmp_path / "tk")
+    seen: list[tuple[bool, Any]] = []
+
+    @tool(side_effect="none")
+    async def look() -> bool:
+        """Note whether a next spare is starting, and wait for it while the program waits."""
+        spares = harness.code_mode()._spares
+        assert spares is not None
+        starting = asyncio.get_running_loop() in spares._slots
+        seen.append((starting, await ready(spares) if starting else None))
+        return starting
+
+    harness.register(look)
+
+    async def main() -> None:
+        cold = await harness.run_code("look()", principal=ALICE, tier="cpython")
+        assert cold.structured_content["value"] is False, cold  # no spare beside a cold start
+        spares = harness.code_mode()._spares
+        assert spares is not None
+        spare = await ready(spares)  # started once the cold program ended
+        warm = await harness.run_code("look()", principal=ALICE, tier="cpython")
+        assert warm.structured_content["value"] is True, warm
+        assert spare.used
+        following = seen[-1][1]
+        assert following is not None and following is not spare and following.alive
+        third = await harness.run_code("look()", principal=ALICE, tier="cpython")
+        assert third.structured_content["value"] is True
+        assert following.used  # the spare started during the second program ran the third
+
+    try:
+        anyio.run(main)
+    finally:
+        harness.close()
+
+
 def test_without_a_spare_no_sandbox_waits(tmp_path: Path) -> None:
     effects: dict[str, list[Any]] = {"reads": [], "sent": []}
     harness = build(tmp_path / "tk", effects, code_spare=False)

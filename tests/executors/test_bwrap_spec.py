@@ -143,3 +143,13 @@ def test_a_symlink_mount_says_what_it_points_to() -> None:
     assert Mount("symlink", "/bin", "usr/bin").args() == ["--symlink", "usr/bin", "/bin"]
     assert Mount("ro-bind", "/usr").args() == ["--ro-bind", "/usr", "/usr"]
     assert Mount("tmpfs", "/root").args() == ["--tmpfs", "/root"]
+
+
+def test_the_command_is_the_namespaces_init_when_the_spec_says_so() -> None:
+    """``command_is_init``: the command is pid 1 of its namespace, the only process there
+    (no init of bwrap's above it), and its status is still bwrap's."""
+    for is_init, expected in ((False, "2 1 2"), (True, "1 0 1")):
+        spec = BwrapSpec(base=minimal_root(), command_is_init=is_init)
+        code, out = sh(spec, "set -- /proc/[0-9]*; echo $$ $PPID $#")
+        assert (code, out.split()) == (0, expected.split()), (is_init, out)
+    assert sh(BwrapSpec(base=minimal_root(), command_is_init=True), "exit 7")[0] == 7

@@ -3,12 +3,12 @@ crossing to the host over a pipe.
 
 The sandbox (see docs/code-mode-cpython.md): no network, no host file but the interpreter's
 installation and ``/usr`` (read-only), a private size-bounded ``/tmp``, an empty environment,
-its own user, mount, pid, network, IPC, UTS and cgroup namespaces with every capability
-dropped, a seccomp filter that refuses new processes and ptrace, and rlimits for CPU, memory,
-file size, open files and processes. The whole sandbox is killed on timeout, cancellation or
-abort. Without bubblewrap nothing runs: `SandboxUnavailable`. A `Sandbox` can be started
-ahead of its program, which takes bubblewrap's and the interpreter's start off the program's
-time.
+its own user, mount, pid (the interpreter its init), network, IPC, UTS and cgroup namespaces
+with every capability dropped, a seccomp filter that refuses new processes and ptrace, and
+rlimits for CPU, memory, file size, open files and processes. The whole sandbox is killed on
+timeout, cancellation or abort. Without bubblewrap nothing runs: `SandboxUnavailable`. A
+`Sandbox` can be started ahead of its program, which takes bubblewrap's and the interpreter's
+start off the program's time.
 
 The program's value is that of its last statement when that is an expression (as in Monty
 and a notebook cell), else None. It must be a JSON value. Each name in ``functions`` is a
@@ -75,16 +75,17 @@ PROCESSES: Final = 64
 """RLIMIT_NPROC. The kernel exempts a host running as root, so the seccomp filter, which
 refuses every new process, is what stops a fork bomb; the rlimit is a second wall elsewhere."""
 
-_BOOTSTRAP: Final = """import marshal, os, sys
+_BOOTSTRAP: Final = """import marshal, posix, sys
 fd, size, code = int(sys.argv[2]), int(sys.argv[3]), b""
 while len(code) < size:
-    chunk = os.read(fd, size - len(code))
-    code += chunk if chunk else os._exit(70)
+    chunk = posix.read(fd, size - len(code))
+    code += chunk if chunk else posix._exit(70)
 exec(marshal.loads(code))
 """
 """What the sandboxed interpreter runs first: it reads the runner, compiled by the host, from
 the answer pipe. Compiling the runner's source in every sandbox would cost several ms of
-the start budget; the host compiles it once, for the same interpreter."""
+the start budget; the host compiles it once, for the same interpreter. It and the runner use
+the built-in ``posix`` module, not ``os``, whose import costs 1–2 ms of that budget."""
 _SANDBOX_UID: Final = 65534
 _ENV: Final = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
 """The program's whole environment: bwrap is started with it and passes it on; nothing of the
@@ -222,43 +223,59 @@ class Sandbox:
         frames: asyncio.StreamReader,
         frames_transport: asyncio.ReadTransport,
         answers: asyncio.StreamWriter,
+        output_limit: int = MAX_ERROR_OUTPUT,
     ):
         self.process = process
         self.frames = frames
         self.frames_transport = frames_transport
         self.answers = answers
         self.output = bytearray()
-        self.output_limit = MAX_ERROR_OUTPUT
+        self.output_limit = output_limit
         self.truncated = False
         self.used = False
         assert process.stdout is not None
         self.pump = asyncio.create_task(self._pump(process.stdout))
 
     @classmethod
-    async def start(cls) -> Sandbox:
-        """Start a sandbox and wait until its runner is up; `SandboxUnavailable` if it cannot."""
-        starting = asyncio.create_task(cls._start())
+    async def start(cls, *, first: bytes = b"", output_limit: int = MAX_ERROR_OUTPUT) -> Sandbox:
+        """Start a sandbox and wait until its runner is up; `SandboxUnavailable` if it cannot.
+
+        `first`: frames to queue behind the runner before it has started. A cold run passes
+        its program's start frame here, so the runner goes on to the program without waiting
+        for the host to answer its hello (a round trip through both schedulers); its output
+        may then come before `start` returns, so `output_limit` bounds what is kept of it
+        from the first byte."""
+        starting = asyncio.create_task(cls._start(first, output_limit))
         try:
             return await asyncio.shield(starting)
         except asyncio.CancelledError:
-            # Killed mid-setup, bubblewrap can orphan its namespace's init: the init sets its
-            # parent-death signal only after the clone. So a cancelled start finishes first
-            # (bounded), and then the sandbox is killed whole.
+            # Killed mid-setup, bubblewrap can orphan its child in the new namespaces: the
+            # child sets its parent-death signal only after the clone. So a cancelled start
+            # finishes first (bounded), and then the sandbox is killed whole.
             with contextlib.suppress(BaseException):
                 sandbox = await asyncio.wait_for(starting, _GRACE_SECONDS)
                 await sandbox.close()
             raise
 
     @classmethod
-    async def _start(cls) -> Sandbox:
+    async def _start(cls, first: bytes, output_limit: int) -> Sandbox:
         loop = asyncio.get_running_loop()
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
         filter_read, filter_write = os.pipe()
         child_fds = (request_write, answer_read, filter_read)
+        # The runner (and `first`) go into the pipe before bubblewrap starts, as far as the
+        # pipe holds them: the interpreter finds them there, however late this process is
+        # scheduled again after the spawn. The rest, if any, follows through the writer.
+        head = _runner() + first
         try:
             with open(filter_write, "wb", closefd=True) as filter_file:
                 filter_file.write(_seccomp_filter())
+            os.set_blocking(answer_write, False)
+            try:
+                sent = os.write(answer_write, head)
+            except BlockingIOError:
+                sent = 0
             argv = _bwrap_argv(
                 filter_fd=filter_read, request_fd=request_write, answer_fd=answer_read
             )
@@ -295,9 +312,10 @@ class Sandbox:
             answers.close()
             raise
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
-        sandbox = cls(process, frames, frames_transport, writer)
+        sandbox = cls(process, frames, frames_transport, writer, output_limit)
         try:
-            sandbox.answers.write(_runner())
+            if sent < len(head):
+                sandbox.answers.write(head[sent:])
             await sandbox._hello()
         except BaseException:
             await sandbox.close()
@@ -364,8 +382,10 @@ class Spares:
 
     `take` hands out the loop's spare (waiting for it if it is still starting, which is
     still sooner than a cold start) or None when there is none; `refill` starts the next one
-    in the background — call it once the program that took the spare has ended, so the
-    replacement's start does not compete with that program for the CPU. A spare found dead
+    in the background. Code Mode calls it as soon as a program has taken the spare (the
+    replacement's start then overlaps that program, so a program sent right after finds more
+    of it done, at the price of sharing the CPU with it) and, after a cold program, once that
+    program has ended (two starts at once would each take longer). A spare found dead
     (killed from outside, out of memory) is closed and not handed out. A sandbox is bound to
     the loop that started it (its pipes and its child watcher are), hence one per loop. Each
     spare waits in a task of its loop: when the loop ends (``asyncio.run`` cancels its
@@ -531,8 +551,10 @@ class _Run:
         finally:
             await self._close()
         assert self.sandbox is not None
-        stdout = bytes(self.sandbox.output).decode("utf-8", "replace")
-        return ProgramOutcome(value, stdout, self.sandbox.truncated, error, error_type)
+        limit, output = self.limits.output_bytes, self.sandbox.output
+        truncated = self.sandbox.truncated or len(output) > limit
+        stdout = bytes(output[:limit]).decode("utf-8", "replace")
+        return ProgramOutcome(value, stdout, truncated, error, error_type)
 
     async def _drive(
         self, names: list[str], spare: Sandbox | None
@@ -544,13 +566,19 @@ class _Run:
             async with asyncio.timeout(self.limits.wall_seconds):
                 if spare is not None and spare.alive:
                     self.sandbox = spare
+                    self._send(self._start_frame(names))
                 else:
                     if spare is not None:
                         await spare.close()
-                    self.sandbox = await Sandbox.start()
+                    # Cold: the program goes down the pipe behind the runner, not after
+                    # its hello. Its output is kept up to its own limit (cut to it at the
+                    # end), or enough for bubblewrap's error should the sandbox not start.
+                    kept = max(self.limits.output_bytes, MAX_ERROR_OUTPUT)
+                    self.sandbox = await Sandbox.start(
+                        first=_frame(self._start_frame(names)), output_limit=kept
+                    )
                 self.sandbox.used = True
                 self.sandbox.output_limit = self.limits.output_bytes
-                self._begin(names)
                 report = await self._serve()
                 await asyncio.gather(*self.in_flight)
                 if self.host_failure is not None:
@@ -583,23 +611,21 @@ class _Run:
         if self.sandbox is not None:
             await self.sandbox.close()
 
-    def _begin(self, names: list[str]) -> None:
-        """Send the program, its functions and its rlimits to the waiting runner."""
-        self._send(
-            {
-                "op": "start",
-                "code": self.code,
-                "functions": names,
-                "max_frame": MAX_FRAME_BYTES,
-                "limits": ResourceLimits(
-                    cpu_seconds=max(1, self.limits.cpu_seconds),
-                    memory_bytes=self.limits.memory_bytes,
-                    file_bytes=FILE_BYTES,
-                    open_files=OPEN_FILES,
-                    processes=PROCESSES,
-                ).rlimits(),
-            }
-        )
+    def _start_frame(self, names: list[str]) -> dict[str, Any]:
+        """The program, its functions and its rlimits: the runner's first frame."""
+        return {
+            "op": "start",
+            "code": self.code,
+            "functions": names,
+            "max_frame": MAX_FRAME_BYTES,
+            "limits": ResourceLimits(
+                cpu_seconds=max(1, self.limits.cpu_seconds),
+                memory_bytes=self.limits.memory_bytes,
+                file_bytes=FILE_BYTES,
+                open_files=OPEN_FILES,
+                processes=PROCESSES,
+            ).rlimits(),
+        }
 
     async def _serve(self) -> dict[str, Any]:
         """Answer inner calls until the program reports how it ended."""
@@ -682,9 +708,8 @@ class _Run:
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.sandbox is not None
-        data = json.dumps(message, ensure_ascii=True).encode("ascii")
         if not self.sandbox.answers.is_closing():
-            self.sandbox.answers.write(len(data).to_bytes(4, "big") + data)
+            self.sandbox.answers.write(_frame(message))
 
     def _final(self, frame: dict[str, Any]) -> dict[str, Any]:
         if frame["op"] == "result" and set(frame) == {"op", "value"}:
@@ -746,6 +771,12 @@ class _Run:
         return None, error_type, message
 
 
+def _frame(message: dict[str, Any]) -> bytes:
+    """`message` as the runner reads it: 4-byte big-endian length, then JSON (ASCII)."""
+    data = json.dumps(message, ensure_ascii=True).encode("ascii")
+    return len(data).to_bytes(4, "big") + data
+
+
 def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]:
     """The sandbox's bwrap command line, from the one builder (`BwrapSpec`): the host's
     programs and libraries and the interpreter's installation read-only, nothing else of
@@ -772,6 +803,9 @@ def _bwrap_argv(*, filter_fd: int, request_fd: int, answer_fd: int) -> list[str]
         remount_root_read_only=True,
         chdir="/tmp",
         seccomp_fd=filter_fd,
+        # The interpreter starts no process (the seccomp filter refuses them), so it is the
+        # namespace's init itself: one fork and one wait for a CPU fewer on every start.
+        command_is_init=True,
         bwrap=bwrap,
     )
     command = [python, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP]

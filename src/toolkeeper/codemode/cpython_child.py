@@ -5,8 +5,9 @@ The host compiles this file once and sends the code object down the answer pipe 
 bootstrap run with ``python -I -S -c`` inside bubblewrap, where nothing of toolkeeper is
 importable; so the runner uses the standard library only — and only its cheapest parts:
 the ``json`` package imports ``re`` (10–30 ms here, half the tier's start budget), so frames
-are encoded with the C accelerator ``_json`` directly, and ``asyncio`` is imported only by a
-program that awaits.
+are encoded with the C accelerator ``_json`` directly; ``os`` (1–2 ms: it imports
+``_collections_abc`` and ``posixpath``) gives way to the built-in ``posix`` it wraps; and
+``asyncio`` is imported only by a program that awaits.
 
 Frames in both directions are a 4-byte big-endian length and that many bytes of JSON text.
 The runner writes requests on one inherited pipe and reads answers on another; the program's
@@ -17,7 +18,7 @@ as untrusted and kills the program at the first one it does not expect.
 import _json
 import _thread
 import builtins
-import os
+import posix
 import sys
 
 # Neither `typing` (~10 ms to import) nor `from __future__ import annotations` (~5 ms): the
@@ -88,7 +89,7 @@ class _Channel:
             raise _FrameTooLarge(f"{len(data)} bytes as JSON, over the limit of {self.max_frame}")
         frame = memoryview(len(data).to_bytes(4, "big") + data)
         while frame:
-            frame = frame[os.write(self.out_fd, frame) :]
+            frame = frame[posix.write(self.out_fd, frame) :]
 
     def take_frame(self) -> dict[str, Any] | None:
         """A whole frame from the buffer, or None if one is not in yet."""
@@ -105,9 +106,9 @@ class _Channel:
     def receive(self) -> dict[str, Any]:
         """The next frame, blocking."""
         while (frame := self.take_frame()) is None:
-            chunk = os.read(self.in_fd, 1 << 16)
+            chunk = posix.read(self.in_fd, 1 << 16)
             if not chunk:
-                os._exit(70)  # the host is gone: nothing left to report to
+                posix._exit(70)  # the host is gone: nothing left to report to
             self.buffer += chunk
         return frame
 
@@ -129,7 +130,7 @@ class _Channel:
         with self.lock:
             if self.reader_loop is not None:
                 # Back from an event loop (the program's own asyncio.run): read blocking again.
-                os.set_blocking(self.in_fd, True)
+                posix.set_blocking(self.in_fd, True)
                 self.reader_loop = None
             call_id = self.request(name, args, kwargs)
             answer = self.receive()
@@ -140,7 +141,7 @@ class _Channel:
 
         loop = asyncio.get_running_loop()
         if self.reader_loop is not loop:
-            os.set_blocking(self.in_fd, False)
+            posix.set_blocking(self.in_fd, False)
             loop.add_reader(self.in_fd, self._readable)
             self.reader_loop = loop
         call_id = self.request(name, args, kwargs)
@@ -150,11 +151,11 @@ class _Channel:
 
     def _readable(self) -> None:
         try:
-            chunk = os.read(self.in_fd, 1 << 16)
+            chunk = posix.read(self.in_fd, 1 << 16)
         except BlockingIOError:
             return
         if not chunk:
-            os._exit(70)
+            posix._exit(70)
         self.buffer += chunk
         while (frame := self.take_frame()) is not None:
             future = self.futures.pop(frame["id"])
@@ -194,8 +195,20 @@ def _function(channel: _Channel, name: str) -> Any:
     return function
 
 
+def _cpu_limit_reached(signum: int, frame: object) -> None:
+    # Exit as the signal would have ended a process that is not its namespace's init.
+    posix._exit(128 + signum)
+
+
 def _set_limits(limits: dict[str, int]) -> None:
+    import _signal  # type: ignore[import-not-found]  # `signal` would import `enum` too
     import resource
+
+    # The runner is its pid namespace's init, which ignores a signal it has no handler for:
+    # without this, SIGXCPU at the CPU limit would do nothing and only the hard limit's
+    # SIGKILL, a second later, would end the program. (A program stuck inside one C call
+    # runs on to that hard stop: the handler runs between bytecodes.)
+    _signal.signal(_signal.SIGXCPU, _cpu_limit_reached)
 
     for name, value in limits.items():
         limit = getattr(resource, name)
@@ -270,7 +283,7 @@ def main() -> None:
         channel.send(
             {"op": "raised", "type": "TypeError", "message": f"the program's value: {exc}"}
         )
-    os._exit(0)
+    posix._exit(0)
 
 
 if __name__ == "__main__":

@@ -415,10 +415,15 @@ class CodeMode:
         first: replay.Answer | None = None,
     ) -> ProgramOutcome | Paused:
         """Run (or replay) `code` in the CPython tier, in this loop's spare sandbox when one
-        is up; the next spare starts once the program has ended, off its critical path."""
+        is up. The next spare starts while the program runs when it took one (so a program
+        sent right after it finds more of that start done), else once the program has
+        ended: a cold start is not made to share the CPU with a spare's."""
         self._require_cpython()
         spares = self._cpython_spares()
         sandbox = await spares.take() if spares is not None else None
+        if spares is not None and sandbox is not None:
+            # A task: its start runs once this one waits for the program's first frame.
+            spares.refill()
         try:
             return await replay.run(
                 code,

@@ -218,6 +218,11 @@ class BwrapSpec:
     """bwrap reports the child's start and exit code there, as JSON lines."""
     block_fd: int | None = None
     """bwrap's child waits for a byte there before it runs anything."""
+    command_is_init: bool = False
+    """Run the command as the pid namespace's init (``--as-pid-1``) instead of under an init
+    of bwrap's: one process fewer to start, for a command that starts no process itself. Such
+    an init ignores every signal it has no handler for, but SIGKILL from outside the
+    namespace (the parent-death signal, the kernel's hard limits)."""
     bwrap: str = BWRAP
 
     def argv(self, command: Sequence[str]) -> list[str]:
@@ -228,6 +233,8 @@ class BwrapSpec:
             args += ["--uid", str(self.uid), "--gid", str(self.uid)]
         args += ["--cap-drop", "ALL"]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if self.command_is_init:
+            args.append("--as-pid-1")
         if not self.network:
             args.append("--unshare-net")
         for mount in self.base:
