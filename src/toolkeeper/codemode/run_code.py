@@ -197,6 +197,7 @@ class Program:
     """The sandbox tier the program runs in (`MONTY` or `CPYTHON`)."""
     calls: list[InnerCall] = field(default_factory=list)
     sequence: int = 0
+    _environment: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     async def __call__(self, call: HostCall) -> Any:
         if call.name == HELP and HELP not in self.sdk.functions:
@@ -219,12 +220,14 @@ class Program:
         self.sequence += 1
         sequence = self.sequence
         context = self.context
+        if self._environment is None:  # the same for every call (invoke copies it)
+            self._environment = {**context.environment, "origin": ORIGIN}
         envelope = await self.invoke(
             Proposal(f"{self.call_prefix}.{sequence}", function.ref, arguments),
             principal=context.principal,
             session=context.session,
             parent_request_id=context.request_id,
-            environment={**context.environment, "origin": ORIGIN},
+            environment=self._environment,
         )
         return self.settle(sequence, call.name, function.ref, envelope)
 
