@@ -114,8 +114,12 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie is dead too: it only waits for its parent to read its status.
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
+    # The process may be reaped between the kill and the read: gone too.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def gone(pid: int, timeout: float = 15.0) -> bool:
