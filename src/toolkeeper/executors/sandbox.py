@@ -1034,30 +1034,26 @@ try:
 except Exception as exc:
     channel.send(b"E" + str(exc).encode("utf-8", "replace"))
     os._exit(127)
-os.close(fds[0])
+for fd in fds[:3]:
+    os.close(fd)
 _, status = os.waitpid(pid, 0)
 channel.send(b"X%d" % os.waitstatus_to_exitcode(status))
-os.close(fds[1])
-os.close(fds[2])
 channel.recv(1)
 os._exit(0)
 """
 """The launcher a spare sandbox runs (``python -I -S -c``, stdlib only: toolkeeper is not
 importable inside). It closes every descriptor but its control socket, says it is ready
 (``R``), and waits for one request: JSON (argv, working directory, environment) with four
-descriptors attached (SCM_RIGHTS, received close-on-exec — ``socket.recv_fds`` drops the
-flag, so it reads the message itself): the command's stdin, stdout and
-stderr, and the write end of an acknowledgement pipe. It writes ``A`` there before it does
-anything — so the host knows whether a command it handed over may have run, without being
-woken for it — changes directory, spawns the command with the three stdio descriptors and the
-default disposition of the signals Python ignores, and reports how it ended (``X`` and the
-exit code, negative for a signal), or why it could not start it (``E``). It spawns rather
-than execs so that the exit status comes straight from it: through bwrap it would take two
-more process hops. It keeps its own copies of the command's stdout and stderr until the
-status is sent, so the host is woken once, by the status, rather than first by the end of
-the output and then by the status; then it waits to be killed (the host kills the sandbox
-as it returns), so neither its exit nor the namespace's teardown runs while the host reads
-the result."""
+descriptors attached, received close-on-exec (``socket.recv_fds`` drops that flag, so it
+reads the message itself): the command's stdin, stdout and stderr, and the write end of an
+acknowledgement pipe. It writes ``A`` there before it does anything — so the host knows
+whether a command it handed over may have run, without being woken for it — changes
+directory, spawns the command with the three stdio descriptors and the default disposition
+of the signals Python ignores, and reports how it ended (``X`` and the exit code, negative
+for a signal), or why it could not start it (``E``). It spawns rather than execs so that the
+exit status comes straight from it: through bwrap it would take two more process hops. Once
+it has reported, it waits to be killed (the host kills the sandbox as it returns), so neither
+its exit nor the namespace's teardown runs while the host reads the result."""
 
 
 class _Spare:
