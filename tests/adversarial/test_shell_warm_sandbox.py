@@ -302,3 +302,33 @@ def test_a_working_directory_reached_through_a_symlink_is_resolved(
     done = sandbox.run_blocking(["pwd"], cwd=root / "link", timeout=10, spares=spares)
     assert done.stdout == f"{root / 'real'}\n".encode()
     assert b"-I -S -c" in _warm(sandbox, spares, "tr '\\0' ' ' < /proc/$PPID/cmdline", root).stdout
+
+
+def test_arguments_and_environment_reach_the_command_byte_for_byte(
+    root: Path, spares: Spares
+) -> None:
+    # The request separates fields with NUL bytes: empty arguments, newlines, '=' in values
+    # and undecodable bytes must come through as they were given.
+    odd = os.fsdecode(b"caf\xe9")
+    sandbox = Sandbox(roots=(root,), environment={"TK_ODD": "a=b\nc", "TK_EMPTY": ""})
+    assert spares.ready(sandbox, root, timeout=30)
+    argv = ["printf", "[%s]\\n", "", "two words", "line\nbreak", odd, "x=y"]
+    done = sandbox.run_blocking(argv, cwd=root, timeout=10, spares=spares)
+    assert done.stdout == b"[]\n[two words]\n[line\nbreak]\n[caf\xe9]\n[x=y]\n"
+    env = _warm(sandbox, spares, 'printf "%s|%s|" "$TK_ODD" "${TK_EMPTY-unset}"', root)
+    assert env.stdout == b"a=b\nc||"
+
+
+def test_a_nul_byte_or_a_bad_variable_name_is_refused_as_by_subprocess(
+    root: Path, spares: Spares
+) -> None:
+    assert spares.ready(Sandbox(roots=(root,)), root, timeout=30)
+    with pytest.raises(ValueError):
+        Sandbox(roots=(root,)).run_blocking(
+            ["touch", "ran\0x"], cwd=root, timeout=10, spares=spares
+        )
+    bad = Sandbox(roots=(root,), environment={"A=B": "c"})
+    assert spares.ready(bad, root, timeout=30)
+    with pytest.raises(ValueError):
+        bad.run_blocking(["touch", "ran"], cwd=root, timeout=10, spares=spares)
+    assert not (root / "ran").exists()

@@ -514,13 +514,11 @@ class Sandbox:
             ack_read, ack_write = os.pipe()
             for fd in (out_read, err_read, ack_read):
                 stack.callback(_close, fd)
-            request = {"argv": list(argv), "cwd": where, "env": self.env(pty=pty)}
+            request = _request(argv, where, self.env(pty=pty))
             started = time.monotonic()
             try:
                 socket.send_fds(
-                    spare.control,
-                    [json.dumps(request).encode()],
-                    [input_fd, out_write, err_write, ack_write],
+                    spare.control, [request], [input_fd, out_write, err_write, ack_write]
                 )
             except OSError:
                 return None  # the launcher is gone: nothing was handed over
@@ -744,6 +742,22 @@ def _resolved(path: str | Path) -> str:
         return os.path.realpath(path)
     finally:
         os.close(fd)
+
+
+def _request(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> bytes:
+    """What the launcher is sent: the working directory, the number of arguments, the
+    arguments and the environment's ``NAME=value`` entries, separated by NUL bytes (which
+    none of them can hold: the kernel's own argv and environment are NUL-terminated).
+    Raises ValueError on a NUL or on ``=`` in a name, as `subprocess` does."""
+    fields = [os.fsencode(cwd), str(len(argv)).encode()]
+    fields += [os.fsencode(arg) for arg in argv]
+    for name, value in env.items():
+        if "=" in name or not name:
+            raise ValueError(f"illegal environment variable name: {name!r}")
+        fields.append(os.fsencode(f"{name}={value}"))
+    if any(b"\0" in field for field in fields):
+        raise ValueError("embedded null byte")
+    return b"\0".join(fields)
 
 
 def _acknowledged(ack: int) -> bool:
@@ -996,40 +1010,42 @@ _SPARE_START = 10.0
 wanted it starts cold)."""
 
 _LAUNCHER = r"""
-import json, os, signal, socket, sys
-control = int(sys.argv[1])
+import os, _signal, _socket
+control = int(os.sys.argv[1])
 os.closerange(3, control)
 os.closerange(control + 1, os.sysconf("SC_OPEN_MAX"))
-channel = socket.socket(fileno=control)
-channel.set_inheritable(False)
+os.set_inheritable(control, False)
+channel = _socket.socket(fileno=control)
 channel.send(b"R")
 try:
     data, ancillary, flags, _ = channel.recvmsg(
-        1 << 18, socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC
+        1 << 18, _socket.CMSG_SPACE(4 * 4), _socket.MSG_CMSG_CLOEXEC
     )
 except OSError:
     os._exit(0)
 fds = []
 for level, kind, body in ancillary:
-    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+    if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
         fds += memoryview(body[: len(body) - len(body) % 4]).cast("i").tolist()
 if not data:
     os._exit(0)
 try:
-    if len(fds) != 4 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+    if len(fds) != 4 or flags & (_socket.MSG_TRUNC | _socket.MSG_CTRUNC):
         raise ValueError("the request was cut short")
     os.write(fds[3], b"A")
     os.close(fds[3])
-    request = json.loads(data)
-    argv, env = request["argv"], request["env"]
-    os.chdir(request["cwd"])
-    os.environ["PATH"] = env.get("PATH", os.defpath)
+    fields = data.split(b"\0")
+    count = int(fields[1])
+    argv = fields[2 : 2 + count]
+    env = dict(item.split(b"=", 1) for item in fields[2 + count :])
+    os.chdir(fields[0])
+    os.environb[b"PATH"] = env.get(b"PATH", os.defpath.encode())
     pid = os.posix_spawnp(
         argv[0],
         argv,
         env,
         file_actions=[(os.POSIX_SPAWN_DUP2, fds[n], n) for n in range(3)],
-        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+        setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
     )
 except Exception as exc:
     channel.send(b"E" + str(exc).encode("utf-8", "replace"))
@@ -1041,19 +1057,21 @@ channel.send(b"X%d" % os.waitstatus_to_exitcode(status))
 channel.recv(1)
 os._exit(0)
 """
-"""The launcher a spare sandbox runs (``python -I -S -c``, stdlib only: toolkeeper is not
-importable inside). It closes every descriptor but its control socket, says it is ready
-(``R``), and waits for one request: JSON (argv, working directory, environment) with four
-descriptors attached, received close-on-exec (``socket.recv_fds`` drops that flag, so it
-reads the message itself): the command's stdin, stdout and stderr, and the write end of an
-acknowledgement pipe. It writes ``A`` there before it does anything — so the host knows
-whether a command it handed over may have run, without being woken for it — changes
-directory, spawns the command with the three stdio descriptors and the default disposition
-of the signals Python ignores, and reports how it ended (``X`` and the exit code, negative
-for a signal), or why it could not start it (``E``). It spawns rather than execs so that the
-exit status comes straight from it: through bwrap it would take two more process hops. Once
-it has reported, it waits to be killed (the host kills the sandbox as it returns), so neither
-its exit nor the namespace's teardown runs while the host reads the result."""
+"""The launcher a spare sandbox runs (``python -I -S -c``: toolkeeper is not importable
+inside, and it imports only modules built into the interpreter, as ``json``, ``socket`` and
+``signal`` more than doubled its start-up CPU). It closes every descriptor but its control
+socket, says it is ready (``R``), and waits for one request (`_request`: the working
+directory, the argv and the environment) with four descriptors attached, received
+close-on-exec (``socket.recv_fds`` drops that flag, so it reads the message itself): the
+command's stdin, stdout and stderr, and the write end of an acknowledgement pipe. It writes
+``A`` there before it does anything — so the host knows whether a command it handed over may
+have run, without being woken for it — changes directory, spawns the command with the three
+stdio descriptors and the default disposition of the signals Python ignores, and reports how
+it ended (``X`` and the exit code, negative for a signal), or why it could not start it
+(``E``). It spawns rather than execs so that the exit status comes straight from it: through
+bwrap it would take two more process hops. Once it has reported, it waits to be killed (the
+host kills the sandbox as it returns), so neither its exit nor the namespace's teardown runs
+while the host reads the result."""
 
 
 class _Spare:
