@@ -22,8 +22,9 @@ the shell runs each command in a sandbox started ahead (`Spares`): one spare per
 spec, started and confined off the command's path, whose launcher is handed the argv, the
 working directory, the environment and the command's own stdin, stdout and stderr over a
 unix socket, and reports the exit status itself — the caller returns as soon as the output
-has ended and the status is in, and the sandbox is torn down after, by a reaper thread. A
-spare serves one command: nothing of a command is in the sandbox the next one gets.
+has ended and the status is in, killing the sandbox as it does, and the sandbox is torn down
+after, by a reaper thread, while the pool starts the next spare. A spare serves one command:
+nothing of a command is in the sandbox the next one gets.
 
 Fail closed: when bubblewrap cannot start (absent, no user namespaces, a root that does not
 exist), nothing runs and `SandboxUnavailable` says why — unless the operator set
