@@ -1011,8 +1011,8 @@ _SPARE_START = 10.0
 wanted it starts cold)."""
 
 _LAUNCHER = r"""
-import os, _signal, _socket
-control = int(os.sys.argv[1])
+import os, sys, _signal, _socket
+control = int(sys.argv[1])
 os.closerange(3, control)
 os.closerange(control + 1, os.sysconf("SC_OPEN_MAX"))
 os.set_inheritable(control, False)
