@@ -249,3 +249,86 @@ def test_closing_the_harness_ends_its_spares_and_using_it_again_restarts_them(
     again = set(_spare_pids()) - before - first
     harness.close()
     assert _wait_for(lambda: not again & set(_spare_pids()), within=5)
+
+
+def test_a_background_process_detached_from_the_output_dies_as_the_command_returns(
+    root: Path, spares: Spares
+) -> None:
+    # Nothing holds the output, so the run ends at the status: the launcher does not exit by
+    # itself after reporting, the host kills the sandbox as it returns.
+    marker = f"{1000 + os.getpid() % 1000}.4646"
+    script = f"sleep {marker} </dev/null >/dev/null 2>&1 & echo detached"
+    done = _warm(Sandbox(roots=(root,)), spares, script, root)
+    assert done.exit_code == 0 and done.stdout == b"detached\n"
+    assert _gone(marker)
+
+
+def test_a_command_whose_launcher_dies_under_it_is_not_run_again(
+    root: Path, spares: Spares
+) -> None:
+    # The launcher acknowledged the command (through its pipe) before running it, so the
+    # host knows it may have run and reports the killed sandbox instead of running it cold.
+    script = "echo ran >> runs; kill -9 $PPID; sleep 5"
+    done = _warm(Sandbox(roots=(root,)), spares, script, root)
+    assert done.signal == signal.SIGKILL and done.exit_code is None
+    assert (root / "runs").read_text() == "ran\n"
+
+
+def test_a_root_whose_parent_became_a_symlink_fails_closed_on_the_warm_path(
+    tmp_path: Path, spares: Spares
+) -> None:
+    parent = tmp_path / "parent"
+    (parent / "root").mkdir(parents=True)
+    sandbox = Sandbox(roots=(parent / "root",))
+    assert spares.ready(sandbox, parent / "root", timeout=30)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "root").mkdir(parents=True)
+    parent.rename(tmp_path / "moved")
+    parent.symlink_to(elsewhere)  # the root's path now leads to another directory
+    marker = parent / "root" / "ran"
+    with pytest.raises(SandboxUnavailable):
+        sandbox.run_blocking(["touch", str(marker)], cwd=parent / "root", timeout=10, spares=spares)
+    assert not (elsewhere / "root" / "ran").exists()
+    assert not (tmp_path / "moved" / "root" / "ran").exists()
+
+
+def test_a_working_directory_reached_through_a_symlink_is_resolved(
+    root: Path, spares: Spares
+) -> None:
+    (root / "real").mkdir()
+    (root / "link").symlink_to(root / "real")
+    sandbox = Sandbox(roots=(root,))
+    assert spares.ready(sandbox, root, timeout=30)
+    done = sandbox.run_blocking(["pwd"], cwd=root / "link", timeout=10, spares=spares)
+    assert done.stdout == f"{root / 'real'}\n".encode()
+    assert b"-I -S -c" in _warm(sandbox, spares, "tr '\\0' ' ' < /proc/$PPID/cmdline", root).stdout
+
+
+def test_arguments_and_environment_reach_the_command_byte_for_byte(
+    root: Path, spares: Spares
+) -> None:
+    # The request separates fields with NUL bytes: empty arguments, newlines, '=' in values
+    # and undecodable bytes must come through as they were given.
+    odd = os.fsdecode(b"caf\xe9")
+    sandbox = Sandbox(roots=(root,), environment={"TK_ODD": "a=b\nc", "TK_EMPTY": ""})
+    assert spares.ready(sandbox, root, timeout=30)
+    argv = ["printf", "[%s]\\n", "", "two words", "line\nbreak", odd, "x=y"]
+    done = sandbox.run_blocking(argv, cwd=root, timeout=10, spares=spares)
+    assert done.stdout == b"[]\n[two words]\n[line\nbreak]\n[caf\xe9]\n[x=y]\n"
+    env = _warm(sandbox, spares, 'printf "%s|%s|" "$TK_ODD" "${TK_EMPTY-unset}"', root)
+    assert env.stdout == b"a=b\nc||"
+
+
+def test_a_nul_byte_or_a_bad_variable_name_is_refused_as_by_subprocess(
+    root: Path, spares: Spares
+) -> None:
+    assert spares.ready(Sandbox(roots=(root,)), root, timeout=30)
+    with pytest.raises(ValueError):
+        Sandbox(roots=(root,)).run_blocking(
+            ["touch", "ran\0x"], cwd=root, timeout=10, spares=spares
+        )
+    bad = Sandbox(roots=(root,), environment={"A=B": "c"})
+    assert spares.ready(bad, root, timeout=30)
+    with pytest.raises(ValueError):
+        bad.run_blocking(["touch", "ran"], cwd=root, timeout=10, spares=spares)
+    assert not (root / "ran").exists()

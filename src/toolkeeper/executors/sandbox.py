@@ -22,8 +22,9 @@ the shell runs each command in a sandbox started ahead (`Spares`): one spare per
 spec, started and confined off the command's path, whose launcher is handed the argv, the
 working directory, the environment and the command's own stdin, stdout and stderr over a
 unix socket, and reports the exit status itself — the caller returns as soon as the output
-has ended and the status is in, and the sandbox is torn down after, by a reaper thread. A
-spare serves one command: nothing of a command is in the sandbox the next one gets.
+has ended and the status is in, killing the sandbox as it does, and the sandbox is torn down
+after, by a reaper thread, while the pool starts the next spare. A spare serves one command:
+nothing of a command is in the sandbox the next one gets.
 
 Fail closed: when bubblewrap cannot start (absent, no user namespaces, a root that does not
 exist), nothing runs and `SandboxUnavailable` says why — unless the operator set
@@ -369,7 +370,7 @@ class Sandbox:
         """Every root must still be the directory it was: bwrap binds whatever a path
         leads to, so a root replaced by a symlink (or a file) would bind that writable."""
         for root in self.roots:
-            if os.path.realpath(root) != str(root) or not root.is_dir() or root.is_symlink():
+            if not _intact(root):
                 raise SandboxUnavailable(
                     f"writable root {root} is no longer the directory it was (missing, a "
                     "file or a symlink), so the command did not run",
@@ -441,9 +442,10 @@ class Sandbox:
         try:
             if spares is not None:
                 self._check_roots()
-                spare = spares.take(self, cwd, started=time.monotonic(), cancel=cancel)
+                where = _resolved(cwd)
+                spare = spares.take(self, where, started=time.monotonic(), cancel=cancel)
                 if spare is not None:
-                    done = self._run_warm(spare, argv, cwd, timeout, stdin, pty, cancel)
+                    done = self._run_warm(spare, argv, where, timeout, stdin, pty, cancel)
                     if done is not None:
                         return done
             return self._run(argv, cwd, timeout, stdin, pty, cancel, sandboxed=True)
@@ -478,56 +480,69 @@ class Sandbox:
         self,
         spare: _Spare,
         argv: Sequence[str],
-        cwd: str | Path,
+        where: str,
         timeout: float,
         stdin: bytes | None,
         pty: bool,
         cancel: threading.Event | None,
     ) -> Completed | None:
-        """Run `argv` in `spare`: hand its launcher the argv, working directory,
-        environment and the command's own stdin, stdout and stderr, read the output to its
-        end and take the exit status the launcher reports. None when the spare died before
-        accepting the command (nothing ran; the caller starts one cold). The spare is
-        spent either way; its teardown happens off this path."""
+        """Run `argv` in `spare`: hand its launcher the argv, working directory `where`
+        (resolved), environment, the command's own stdin, stdout and stderr and an
+        acknowledgement pipe, read the output to its end and take the exit status the
+        launcher reports. None when the spare died before accepting the command (nothing
+        ran; the caller starts one cold). The spare is spent either way: it is killed as
+        this returns, and torn down and replaced off this path, once the result is built
+        (`Spares.replace`), so neither competes with the command."""
         try:
-            with contextlib.ExitStack() as stack:
-                stack.callback(spare.retire)
-                input_file = stack.enter_context(_stdin_file(stdin))
-                if pty:
-                    out_read, out_write = os.openpty()
-                else:
-                    out_read, out_write = os.pipe()
-                err_read, err_write = os.pipe()
-                stack.callback(_close, out_read)
-                stack.callback(_close, err_read)
-                request = {
-                    "argv": list(argv),
-                    "cwd": os.path.realpath(cwd),
-                    "env": self.env(pty=pty),
-                }
-                started = time.monotonic()
-                try:
-                    socket.send_fds(
-                        spare.control,
-                        [json.dumps(request).encode()],
-                        [input_file.fileno(), out_write, err_write],
-                    )
-                except OSError:
-                    return None  # the launcher is gone: nothing was handed over
-                finally:
-                    _close(out_write)
-                    _close(err_write)
-                reader = _WarmReader(spare, out_read, err_read, self.capture_limit)
-                ended = reader.collect(started + timeout, cancel)
-                duration = time.monotonic() - started
+            return self._hand_over(spare, argv, where, timeout, stdin, pty, cancel)
         finally:
-            spare.pool.refill(self, spare.key)
+            spare.pool.replace(self, spare)
+
+    def _hand_over(
+        self,
+        spare: _Spare,
+        argv: Sequence[str],
+        where: str,
+        timeout: float,
+        stdin: bytes | None,
+        pty: bool,
+        cancel: threading.Event | None,
+    ) -> Completed | None:
+        with contextlib.ExitStack() as stack:
+            if stdin is None:
+                input_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                stack.callback(_close, input_fd)
+            else:
+                input_fd = stack.enter_context(_stdin_file(stdin)).fileno()
+            if pty:
+                out_read, out_write = os.openpty()
+            else:
+                out_read, out_write = os.pipe()
+            err_read, err_write = os.pipe()
+            ack_read, ack_write = os.pipe()
+            for fd in (out_read, err_read, ack_read):
+                stack.callback(_close, fd)
+            request = _request(argv, where, self.env(pty=pty))
+            started = time.monotonic()
+            try:
+                socket.send_fds(
+                    spare.control, [request], [input_fd, out_write, err_write, ack_write]
+                )
+            except OSError:
+                return None  # the launcher is gone: nothing was handed over
+            finally:
+                for fd in (out_write, err_write, ack_write):
+                    _close(fd)
+            reader = _WarmReader(spare, out_read, err_read, self.capture_limit)
+            ended = reader.collect(started + timeout, cancel)
+            duration = time.monotonic() - started
+            accepted = _acknowledged(ack_read)
         if reader.failure is not None:
             raise SandboxUnavailable(
                 f"the sandbox could not start the command, so it did not run: {reader.failure}",
                 reason=reader.failure,
             )
-        if not reader.accepted:
+        if not accepted:
             return None
         exit_code: int | None = None
         signal_number: int | None = None
@@ -700,6 +715,67 @@ def _stdin_file(data: bytes | None) -> Iterator[IO[bytes]]:
         handle.write(data)
         handle.seek(0)
         yield handle
+
+
+def _intact(root: Path) -> bool:
+    """Whether `root` is still a directory reached through no symlink: opened without
+    following a symlink at its end, the path the kernel gives for the open directory must
+    be `root` itself (an intermediate symlink would show as its target). Three system calls,
+    against one per path component for `os.path.realpath`, which stands in where the
+    directory cannot be opened or ``/proc`` is not mounted."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except PermissionError:
+        return os.path.realpath(root) == str(root) and root.is_dir() and not root.is_symlink()
+    except OSError:  # gone, a symlink (ELOOP) or not a directory
+        return False
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == str(root)
+    except OSError:
+        return os.path.realpath(root) == str(root) and root.is_dir() and not root.is_symlink()
+    finally:
+        os.close(fd)
+
+
+def _resolved(path: str | Path) -> str:
+    """`os.path.realpath(path)` for a path that exists, in three system calls (the kernel's
+    name for the path opened) rather than one per component."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+
+
+def _request(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> bytes:
+    """What the launcher is sent: the working directory, the number of arguments, the
+    arguments and the environment's ``NAME=value`` entries, separated by NUL bytes (which
+    none of them can hold: the kernel's own argv and environment are NUL-terminated).
+    Raises ValueError on a NUL or on ``=`` in a name, as `subprocess` does."""
+    fields = [os.fsencode(cwd), str(len(argv)).encode()]
+    fields += [os.fsencode(arg) for arg in argv]
+    for name, value in env.items():
+        if "=" in name or not name:
+            raise ValueError(f"illegal environment variable name: {name!r}")
+        fields.append(os.fsencode(f"{name}={value}"))
+    if any(b"\0" in field for field in fields):
+        raise ValueError("embedded null byte")
+    return b"\0".join(fields)
+
+
+def _acknowledged(ack: int) -> bool:
+    """Whether the launcher wrote its acknowledgement into the pipe `ack` reads (it does
+    before anything that could run the command); read once the command is over."""
+    os.set_blocking(ack, False)
+    try:
+        return os.read(ack, 1) == b"A"
+    except OSError:
+        return False
 
 
 def _described_status(code: int | None) -> str:
@@ -942,53 +1018,68 @@ _SPARE_START = 10.0
 wanted it starts cold)."""
 
 _LAUNCHER = r"""
-import json, os, signal, socket, sys
+import os, sys, _signal, _socket
 control = int(sys.argv[1])
 os.closerange(3, control)
 os.closerange(control + 1, os.sysconf("SC_OPEN_MAX"))
-channel = socket.socket(fileno=control)
-channel.set_inheritable(False)
+os.set_inheritable(control, False)
+channel = _socket.socket(fileno=control)
 channel.send(b"R")
 try:
-    data, fds, flags, _ = socket.recv_fds(channel, 1 << 18, 3)
+    data, ancillary, flags, _ = channel.recvmsg(
+        1 << 18, _socket.CMSG_SPACE(4 * 4), _socket.MSG_CMSG_CLOEXEC
+    )
 except OSError:
-    sys.exit(0)
+    os._exit(0)
+fds = []
+for level, kind, body in ancillary:
+    if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+        fds += memoryview(body[: len(body) - len(body) % 4]).cast("i").tolist()
 if not data:
-    sys.exit(0)
-channel.send(b"A")
-for fd in fds:
-    os.set_inheritable(fd, False)
+    os._exit(0)
 try:
-    if len(fds) != 3 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+    if len(fds) != 4 or flags & (_socket.MSG_TRUNC | _socket.MSG_CTRUNC):
         raise ValueError("the request was cut short")
-    request = json.loads(data)
-    argv, env = request["argv"], request["env"]
-    os.chdir(request["cwd"])
-    os.environ["PATH"] = env.get("PATH", os.defpath)
+    os.write(fds[3], b"A")
+    os.close(fds[3])
+    fields = data.split(b"\0")
+    count = int(fields[1])
+    argv = fields[2 : 2 + count]
+    env = dict(item.split(b"=", 1) for item in fields[2 + count :])
+    os.chdir(fields[0])
+    os.environb[b"PATH"] = env.get(b"PATH", os.defpath.encode())
     pid = os.posix_spawnp(
         argv[0],
         argv,
         env,
-        file_actions=[(os.POSIX_SPAWN_DUP2, fd, number) for number, fd in enumerate(fds)],
-        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+        file_actions=[(os.POSIX_SPAWN_DUP2, fds[n], n) for n in range(3)],
+        setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
     )
 except Exception as exc:
     channel.send(b"E" + str(exc).encode("utf-8", "replace"))
-    sys.exit(127)
-for fd in fds:
+    os._exit(127)
+for fd in fds[:3]:
     os.close(fd)
 _, status = os.waitpid(pid, 0)
 channel.send(b"X%d" % os.waitstatus_to_exitcode(status))
+channel.recv(1)
+os._exit(0)
 """
-"""The launcher a spare sandbox runs (``python -I -S -c``, stdlib only: toolkeeper is not
-importable inside). It closes every descriptor but its control socket, says it is ready
-(``R``), and waits for one request: JSON (argv, working directory, environment) with the
-command's stdin, stdout and stderr attached (SCM_RIGHTS). It acknowledges (``A``) before it
-does anything — so the host knows whether a command it handed over may have run — changes
-directory, spawns the command with those three descriptors and the default disposition of
-the signals Python ignores, and reports how it ended (``X`` and the exit code, negative for
-a signal), or why it could not start it (``E``). It spawns rather than execs so that the
-exit status comes straight from it: through bwrap it would take two more process hops."""
+"""The launcher a spare sandbox runs (``python -I -S -c``: toolkeeper is not importable
+inside, and it imports only modules built into the interpreter, as ``json``, ``socket`` and
+``signal`` more than doubled its start-up CPU). It closes every descriptor but its control
+socket, says it is ready (``R``), and waits for one request (`_request`: the working
+directory, the argv and the environment) with four descriptors attached, received
+close-on-exec (``socket.recv_fds`` drops that flag, so it reads the message itself): the
+command's stdin, stdout and stderr, and the write end of an acknowledgement pipe. It writes
+``A`` there before it does anything — so the host knows whether a command it handed over may
+have run, without being woken for it — changes directory, spawns the command with the three
+stdio descriptors and the default disposition of the signals Python ignores, and reports how
+it ended (``X`` and the exit code, negative for a signal), or why it could not start it
+(``E``). It spawns rather than execs so that the exit status comes straight from it: through
+bwrap it would take two more process hops. Once it has reported, it waits to be killed (the
+host kills the sandbox as it returns), so neither its exit nor the namespace's teardown runs
+while the host reads the result."""
 
 
 class _Spare:
@@ -1095,6 +1186,21 @@ class _Spare:
         self.group.remove()
 
 
+_PLACES = 1024
+"""Working directories whose fitness for a spare one pool remembers per sandbox."""
+
+
+@dataclass(slots=True)
+class _Known:
+    """What a pool remembers of one sandbox: its spare key while the hidden paths that
+    exist are `shown`, and whether a spare may serve each working directory seen."""
+
+    sandbox: Sandbox
+    shown: tuple[bool, ...]
+    key: tuple[object, ...] | None
+    places: dict[str, bool]
+
+
 class Spares:
     """Sandboxes started ahead, at most one per sandbox spec (`Sandbox.spare_key`), so a
     command does not wait for bubblewrap to start: it takes the spare whose spec matches
@@ -1114,7 +1220,7 @@ class Spares:
         self._ready: dict[tuple[object, ...], _Spare] = {}
         self._starting: dict[tuple[object, ...], threading.Event] = {}
         self._tasks: _Tasks | None = None
-        self._keys: dict[int, tuple[Sandbox, tuple[bool, ...], tuple[object, ...] | None]] = {}
+        self._keys: dict[int, _Known] = {}
         _POOLS.add(self)
 
     def prepare(self, sandbox: Sandbox, cwd: str | Path) -> None:
@@ -1146,10 +1252,10 @@ class Spares:
         started: float,
         cancel: threading.Event | None = None,
     ) -> _Spare | None:
-        """The ready spare for a command of `sandbox` in `cwd`, now the caller's; None
-        when there is none (one is then started for the next command). A spare still
-        starting is waited for: it started before any cold one would."""
-        key = self._key(sandbox, cwd)
+        """The ready spare for a command of `sandbox` in `cwd` (a resolved path), now the
+        caller's; None when there is none (one is then started for the next command). A
+        spare still starting is waited for: it started before any cold one would."""
+        key = self._key(sandbox, cwd, resolved=True)
         if key is None:
             return None
         with self._lock:
@@ -1176,21 +1282,37 @@ class Spares:
             self.refill(sandbox, key)
         return spare
 
-    def _key(self, sandbox: Sandbox, cwd: str | Path) -> tuple[object, ...] | None:
+    def _key(
+        self, sandbox: Sandbox, cwd: str | Path, *, resolved: bool = False
+    ) -> tuple[object, ...] | None:
         """`sandbox.spare_key(cwd)`, remembered per sandbox while the hidden paths that
         exist stay the same (building the command line is most of a warm command's
-        overhead on the host). The sandbox is held with its key, so its id is not reused."""
-        where = Path(os.path.realpath(cwd))
-        if not sandbox._writable(where) and sandbox._masked(where):
-            return None
-        shown = tuple(os.path.isdir(path) for path in sandbox.hidden)
+        overhead on the host), with whether a spare may serve each working directory seen
+        (a sandbox's roots and hidden paths are fixed, so that never changes). The sandbox
+        is held with its key, so its id is not reused. `resolved`: `cwd` has had its
+        symlinks resolved already."""
+        where = str(cwd) if resolved else os.path.realpath(cwd)
         with self._lock:
             known = self._keys.get(id(sandbox))
-        if known is not None and known[0] is sandbox and known[1] == shown:
-            return known[2]
+        if known is not None and known.sandbox is not sandbox:
+            known = None
+        served = known.places.get(where) if known is not None else None
+        if served is None:
+            place = Path(where)
+            served = sandbox._writable(place) or not sandbox._masked(place)
+            if known is not None:
+                with self._lock:
+                    if len(known.places) >= _PLACES:
+                        known.places.clear()
+                    known.places[where] = served
+        if not served:
+            return None
+        shown = tuple(os.path.isdir(path) for path in sandbox.hidden)
+        if known is not None and known.shown == shown:
+            return known.key
         key = sandbox.spare_key(where)
         with self._lock:
-            self._keys[id(sandbox)] = (sandbox, shown, key)
+            self._keys[id(sandbox)] = _Known(sandbox, shown, key, {where: True})
         return key
 
     def refill(self, sandbox: Sandbox, key: tuple[object, ...]) -> None:
@@ -1201,7 +1323,22 @@ class Spares:
             if self._tasks is None:
                 self._tasks = _Tasks(self)
             self._starting[key] = threading.Event()
-            self._tasks.put((sandbox, key))
+            self._tasks.put((sandbox, key, None))
+
+    def replace(self, sandbox: Sandbox, spent: _Spare) -> None:
+        """Kill the spare a command of `sandbox` has used — one signal, so nothing it left
+        runs on — and have the pool's thread hand it to the reaper and start its
+        replacement: one wake-up of one thread, the last thing a warm run does, so the
+        teardown and the next spare's start do not compete with the command."""
+        kill_process_tree(spent.process.pid)
+        key = spent.key
+        with self._lock:
+            wanted = key not in self._ready and key not in self._starting
+            if self._tasks is None:
+                self._tasks = _Tasks(self)
+            if wanted:
+                self._starting[key] = threading.Event()
+            self._tasks.put((sandbox, key if wanted else None, spent))
 
     def close(self) -> None:
         """End the idle spares and the thread that started them."""
@@ -1231,25 +1368,34 @@ class Spares:
             event.set()
 
 
+_Task = tuple[Sandbox, tuple[object, ...] | None, _Spare | None]
+"""What the pool's thread is asked to do: retire a spent spare (when one is given), then
+start a spare of the sandbox for the key (when one is given)."""
+
+
 class _Tasks:
-    """The thread that starts one pool's spares, in order, until told to stop (None)."""
+    """The thread that starts one pool's spares, in order, and hands spent ones to the
+    reaper, until told to stop (None)."""
 
     def __init__(self, pool: Spares) -> None:
         self._pool = weakref.ref(pool)
-        self._queue: queue.SimpleQueue[tuple[Sandbox, tuple[object, ...]] | None]
-        self._queue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
         threading.Thread(target=self._work, name="toolkeeper-spares", daemon=True).start()
 
-    def put(self, task: tuple[Sandbox, tuple[object, ...]] | None) -> None:
+    def put(self, task: _Task | None) -> None:
         self._queue.put(task)
 
     def _work(self) -> None:
         while True:
             task = self._queue.get()
+            if task is not None and task[2] is not None:
+                task[2].retire()
             pool = self._pool()
             if task is None or pool is None:
                 return
-            sandbox, key = task
+            sandbox, key, _ = task
+            if key is None:
+                continue
             spare: _Spare | None
             try:
                 spare = _Spare.start(pool, sandbox, key)
@@ -1315,7 +1461,6 @@ class _WarmReader:
         self.stderr = bytearray()
         self.stdout_bytes = 0
         self.stderr_bytes = 0
-        self.accepted = False
         self.status: int | None = None
         """The launcher's report: the exit code, or minus the signal that ended it."""
         self.failure: str | None = None
@@ -1390,9 +1535,7 @@ class _WarmReader:
 
     def _message(self, message: bytes) -> None:
         kind, body = message[:1], message[1:]
-        if kind == b"A":
-            self.accepted = True
-        elif kind == b"X":
+        if kind == b"X":
             with contextlib.suppress(ValueError):
                 self.status = int(body)
         elif kind == b"E":
