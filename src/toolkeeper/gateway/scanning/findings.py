@@ -33,6 +33,7 @@ that definition.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -48,6 +49,7 @@ from toolkeeper.gateway.scanning.directives import (
 )
 from toolkeeper.gateway.scanning.structure import (
     Flaw,
+    chat_turn,
     confusable_name,
     imitated_name,
     instruction_name,
@@ -69,6 +71,8 @@ from toolkeeper.gateway.scanning.text import (
 from toolkeeper.gateway.scanning.text import strings as definition_strings
 
 ScanAction = Literal["block", "warn"]
+
+_HIDING = re.compile(r"(?i)hidden|secret|invisible|do not show|don't show|not visible")
 
 
 class Severity(StrEnum):
@@ -204,6 +208,8 @@ def scan_tool(
             continue
         reading = read(raw)
         _scan_text(path, reading, reference, add)
+        if flaw := chat_turn(reading):
+            add(path, raw, flaw, Severity.HIGH, "")
         _scan_encoded(path, raw, reference, add)
         if flaw := instruction_value(raw):
             add(path, raw, flaw, Severity.HIGH, "")
@@ -252,6 +258,25 @@ def _scan_text(path: str, reading: Reading, reference: ToolReference | None, add
         severity = Severity.HIGH if hit.high or kinds else Severity.MEDIUM
         add(path, reading.raw, raw_hit, severity, note)
     if kinds and not hits:
+        # Markup that calls its own content hidden or secret declares it is kept from the
+        # user, whatever the content says: concealment by the frame alone.
+        hiding = next(
+            (
+                m
+                for m in reading.markers
+                if m.kind in ("pseudo-system tag", "bracket marker")
+                and _HIDING.search(reading.raw[m.start : m.end])
+            ),
+            None,
+        )
+        if hiding is not None:
+            hidden = Flaw(
+                "concealment", "hidden_directive", True,
+                "markup that declares the text it wraps hidden from the user",
+                hiding.start, hiding.end,
+            )  # fmt: skip
+            add(path, reading.raw, hidden, Severity.HIGH, "")
+            return
         first = reading.markers[0]
         markup = Flaw(
             "markup", "markup", False,
