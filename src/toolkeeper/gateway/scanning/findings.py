@@ -24,6 +24,8 @@ upstream's ``scan`` setting):
     model_instruction        an imperative to the model with nothing harmful in it (medium)
     markup                   pseudo-system markup with no instruction found in it (medium)
     oversized_text           a string over the length limit (medium)
+    classifier               the optional second opinion of a small local classifier
+                             (`classifier.py`; off unless asked for, medium)
 
 Every finding names its check, the JSON pointer of the string, the span in that string, its
 severity and a one-line reason. A scan is a tripwire, not the control: the control is the
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
+from toolkeeper.gateway.scanning.classifier import opinion as second_opinion
 from toolkeeper.gateway.scanning.directives import (
     Hit,
     ToolReference,
@@ -96,6 +99,7 @@ FINDING_CLASSES: dict[str, Severity] = {
     "model_instruction": Severity.MEDIUM,
     "markup": Severity.MEDIUM,
     "oversized_text": Severity.MEDIUM,
+    "classifier": Severity.MEDIUM,
 }
 """The scan's finding classes and their usual severity; `UpstreamConfig.scan` keys are these."""
 
@@ -147,11 +151,13 @@ def scan_tool(
     *,
     known_tools: Mapping[str, Collection[str]],
     max_text: int = DEFAULT_MAX_TEXT,
+    classifier: bool = False,
 ) -> list[Finding]:
     """Every finding in `tool` (an MCP tool definition) from upstream `server`.
 
     `known_tools` maps each server to its tool names: instructions about another server's
-    tool, and names that look like one, are shadowing.
+    tool, and names that look like one, are shadowing. With `classifier`, the second opinion
+    of the shipped classifier is added as one `classifier` finding when it objects.
     """
     name = str(tool.get("name", ""))
     found: dict[tuple[str, str], Finding] = {}
@@ -219,7 +225,29 @@ def scan_tool(
             add(path, prop, flaw, Severity.HIGH, "")
         if flaw := preset_destination(prop, schema):
             add(path, prop, flaw, Severity.HIGH, "")
+    if classifier:
+        _second_opinion(tool, add)
     return list(found.values())
+
+
+def _second_opinion(tool: Mapping[str, Any], add: _Add) -> None:
+    """The classifier's opinion as a finding on the description, at the first of the word
+    n-grams that raised its score most."""
+    view = second_opinion(tool)
+    if not view.objects:
+        return
+    raw = str(tool.get("description") or "")[:READ_LIMIT]
+    lowered = raw.lower()
+    found = [(lowered.find(r), len(r)) for r in view.reasons if lowered.find(r) >= 0]
+    span = (found[0][0], found[0][0] + found[0][1]) if found else (0, len(raw))
+    words = ", ".join(repr(r) for r in view.reasons) or "the text as a whole"
+    flaw = Flaw(
+        "classifier", "classifier", False,
+        f"the classifier puts the odds of poisoning at {view.probability:.0%} (most telling: "
+        f"{words})",
+        *span,
+    )  # fmt: skip
+    add("/description", raw, flaw, Severity.MEDIUM, "")
 
 
 def _scan_encoded(path: str, raw: str, reference: ToolReference | None, add: _Add) -> None:
