@@ -26,7 +26,8 @@ Seven sets, printed separately and never pooled:
   and fixed, so it is tuning data too from 8b711f2 on.
 * report4 — public definitions from sources in none of the above (report4.jsonl), collected
   apart from the fourth rework and measured once on it (766c457: 60/82 poisoned, 17/322 benign
-  blocked — the held-out figure to quote). Seen since.
+  blocked — the held-out figure to quote). Seen since, and tuned on by the fifth rework:
+  tuning data now.
 
 With `--classifier`, the optional second opinion (`toolkeeper.gateway.scanning.classifier`)
 is reported apart from the rules, per set: how many it objects to alone, and how many the
@@ -195,7 +196,7 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
         "report": "public, other sources: seen, tuned on since the third rework",
         "report2": "public, other sources: seen, tuned on since the third rework",
         "report3": "public, other sources: held out for bb6382c, seen and tuned on since",
-        "report4": "public, other sources: held out for 766c457, seen since",
+        "report4": "public, other sources: held out for 766c457, tuned on since (fifth rework)",
     }[name]
     print(f"\n== {name} ({role})")
     poisoned = [v for v in verdicts if v.item.poisoned]

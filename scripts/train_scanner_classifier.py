@@ -161,6 +161,14 @@ def loso(
     _summary("public only", items, blocked, lambda i: not i.source.startswith("ours:"))
     for split in (*SPLITS, "regression", "paraphrases.json", "paraphrases_unfitted.json"):
         _summary(split, items, blocked, lambda i, s=split: i.split == s)  # type: ignore[misc]
+    print("  other thresholds (public only):")
+    for threshold in (0.6, 0.7, 0.8, 0.9):
+        _summary(
+            f"threshold {threshold}",
+            items,
+            scores >= threshold,
+            lambda i: not i.source.startswith("ours:"),
+        )
     print("  per technique (public only):")
     techniques = sorted(
         {i.technique for i in items if i.poisoned and not i.source.startswith("ours:")}

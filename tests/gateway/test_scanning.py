@@ -2,9 +2,9 @@
 corpus (ours) and the public tuning set, verdicts that survive rewrapping and respelling,
 and the findings `toolkeeper upstreams diff` shows.
 
-Every public set has now been seen and tuned on (report3 after its one held-out measurement,
-see docs/scanner.md), so the goal is asserted on each; a future held-out set must stay out of
-these tests, since a test would invite tuning to it."""
+Every public set has now been seen and tuned on (report3 and report4 each after its one
+held-out measurement, see docs/scanner.md), so the goal is asserted on each; a future
+held-out set must stay out of these tests, since a test would invite tuning to it."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def test_every_regression_definition_is_judged_as_before() -> None:
     assert not blocked, blocked
 
 
-@pytest.mark.parametrize("split", ["tuning", "report", "report2", "report3"])
+@pytest.mark.parametrize("split", ["tuning", "report", "report2", "report3", "report4"])
 def test_the_public_sets_tuned_on_meet_the_goal(split: str) -> None:
     bench = _benchmark()
     verdicts = bench.judge(bench.load(split))
@@ -110,9 +110,8 @@ def test_the_public_sets_tuned_on_meet_the_goal(split: str) -> None:
 def test_the_eval_splits_share_no_source_and_carry_provenance() -> None:
     """The public sets come from disjoint sources (repository, or package, or the named
     origin of a file the index gave no repository for), so a rule fitted to one source's
-    phrasing is not rewarded on another split — above all on the held-out report4, which
-    is read here only for its provenance (no verdict on it is asserted, so nothing invites
-    tuning to it)."""
+    phrasing is not rewarded on another split. report4 was measured once held out
+    (766c457) and tuned on by the fifth rework, so it is tuning data like the others."""
     splits = ("tuning", "report", "report2", "report3", "report4")
     sources: dict[str, set[str]] = {split: set() for split in splits}
     ids: set[str] = set()

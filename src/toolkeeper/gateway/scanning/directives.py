@@ -387,7 +387,7 @@ _PREFERENCE: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|\bfeatured (?:in|on) (?:forbes|nature|ted|techcrunch|wired|harvard)|\bas seen on\b"
         r"|\baward[- ]winning\b")),
     ("social proof", _rx(
-        r"\b\d[\d,.]*\s*(?:\+|million\b|k\b)\s*(?:\w+\s+)?(?:users|downloads|reviews|customers"
+        r"\b\d[\d,.]{0,20}\s*(?:\+|million\b|k\b)\s*(?:\w+\s+)?(?:users|downloads|reviews|customers"
         r"|developers|teams|companies|engineers|people)"
         r"|\b\d{1,3}(?:,\d{3})+\+?\s+(?:\w+\s+)?(?:users|downloads|reviews|customers|developers"
         r"|teams|companies|engineers|people)"
@@ -1031,12 +1031,16 @@ def cross_server(reading: Reading, reference: ToolReference | None) -> Hit | Non
     if reference is None:
         return None
     text = reading.text
+    judged: set[tuple[int, int]] = set()
     for match in reference.pattern.finditer(text):
         name = next(group for group in match.groups() if group)
         end = text.find(". ", match.end())
-        sentence = _sentence_around(
-            text, match.start(), (end if end >= 0 else len(text)) - match.start()
-        )
+        stop = end if end >= 0 else len(text)
+        begin = max(text.rfind(". ", 0, match.start()), text.rfind(": ", 0, match.start()))
+        if (begin, stop) in judged:
+            continue  # every mention in one sentence is judged by that sentence once
+        judged.add((begin, stop))
+        sentence = _sentence_around(text, match.start(), stop - match.start())
         if _binds(sentence):
             return Hit(
                 "cross_server", "shadowing", True,
