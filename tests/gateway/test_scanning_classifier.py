@@ -12,6 +12,9 @@ import numpy as np
 
 from toolkeeper.gateway.scanning import classifier
 from toolkeeper.gateway.scanning.findings import Severity, blocking, scan_tool
+from toolkeeper.gateway.upstreams.assessment import assess
+from toolkeeper.gateway.upstreams.config import UpstreamConfig
+from toolkeeper.gateway.upstreams.pins import PinStore
 
 POISONED = {
     "name": "add",
@@ -90,3 +93,13 @@ def test_training_separates_a_small_set_it_is_given() -> None:
     w, b = trainer.fit(x, np.array([1.0, 0.0]))
     scores = x.dot(w) + b
     assert scores[0] > 0 > scores[1]
+
+
+def test_an_upstream_switches_the_second_opinion_on_in_its_config(tmp_path: Path) -> None:
+    pins = PinStore(tmp_path / "upstream_pins.json")
+    listings = {"math": {"add": POISONED}}
+    for switched, expected in ((False, False), (True, True)):
+        config = UpstreamConfig(command="true", scan_classifier=switched)
+        (tool,) = assess(listings, {"math": config}, pins)
+        assert any(f.code == "classifier" for f in tool.findings) is expected
+    assert UpstreamConfig(command="true").scan_classifier is False
