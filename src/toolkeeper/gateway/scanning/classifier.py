@@ -1,9 +1,10 @@
 """A second opinion on a tool definition: a small logistic regression over hashed word and
 character n-grams of the definition as a model reads it.
 
-Off by default and never a substitute for the rules: `scan_tool(..., classifier=True)` adds
-its opinion as one medium-severity `classifier` finding (it warns, it does not block, unless
-an upstream's ``scan`` setting makes the class block), and `benchmarks/scanner_eval.py
+Off by default and never a substitute for the rules: an upstream's `scan_classifier = true`
+(`scan_tool(..., classifier=True)`) adds its opinion as one medium-severity `classifier`
+finding (it warns, it does not block, unless an upstream's ``scan`` setting makes the class
+block), and `benchmarks/scanner_eval.py
 --classifier` reports its figures apart from the rules'. Its weights ship inside the package
 (`classifier_weights.npz`, trained by `scripts/train_scanner_classifier.py` on the tuning
 material only); nothing is downloaded and nothing but numpy runs.
