@@ -306,6 +306,43 @@ _CHECKS: tuple[_Check, ...] = (
         r"\b(?:always|silently|secretly|automatically|also)\s+(?:add|include|set|insert|put|cc"
         r"|bcc)\s+(?:a\s+|an\s+|the\s+)?(?:bcc|cc|blind copy|copy)\b…{0,40}\b(?:to|copy|admin"
         r"|@)"),
+    # -- data out through a rendered URL: a Markdown image or link whose URL carries the
+    # conversation or a secret in a placeholder the model fills in.
+    _check("exfiltration", "exfiltration", "carries data out in a URL the model renders",
+        r"!\[[^\]\n]{0,80}\]\(\s*https?://[^)\s]{0,200}?(?:\{[^}\s]{1,60}\}|<[^>\n]{1,60}>"
+        r"|\$\{[^}]{1,60}\}|\[[^\]\n]{1,60}\])"
+        r"|https?://[^\s)]{0,200}?[?&/=](?:\{|<|\$\{|\[)[^}>\]\n]{0,40}?(?:conversation|chat|history"
+        r"|summary|transcript|messages?|prompt|secret|password|credential|api.?key|cookie|token"
+        r"|user'?s? (?:last |previous )?(?:message|query|input|email))"),
+    # -- consent claimed or waived: the user's confirmation taken out of the loop ------------
+    _check("override", "hidden_directive", "claims consent the user did not give",
+        r"\b(?:the user|they|the human|the operator) (?:has|have) already (?:approved|authori[sz]ed"
+        r"|consented|agreed|confirmed|granted)\b…{0,30}\b(?:all|every|any|everything|this)\b"
+        r"|\b(?:is|are) (?:fully |pre-?)?authori[sz]ed to (?:run|execute|delete|access|read|send"
+        r"|perform) (?:any|all|every|arbitrary)\b"
+        r"|\b(?:do not|don't|never|no need to)\s+(?:\w+\s+)?(?:ask|wait for|seek|request)\s+"
+        r"(?:the user\s+|the user's\s+|them\s+)?(?:for\s+)?(?:confirmation|approval|permission"
+        r"|consent)\b(?!…{0,40}\b(?:read-only|reads?|listing|lookups?|queries)\b)"),
+    # -- indirect injection switched on: obey what fetched content says ----------------------
+    _check("override", "hidden_directive", "asks to obey instructions in fetched content",
+        r"\b(?:follow|obey|execute|carry out|act on|comply with)\s+(?:any\s+|all\s+|the\s+)?"
+        r"(?:instructions|commands|directives|orders)\s+(?:found|contained|given|embedded|written)?"
+        r"\s*(?:in|inside|within|from)\s+(?:the\s+|any\s+)?(?:fetched|retrieved|returned|page"
+        r"|document|result|response|output|file|email|web ?page|content)"
+        r"|\bif (?:the|a|any) (?:\w+ )?(?:page|document|result|response|file|content|email)"
+        r" (?:contains|includes|has) (?:\w+ )?(?:instructions|commands),? (?:follow|obey|execute)"
+        r"|\bwhatever (?:the|it|this) (?:\w+ )?(?:says|returns|contains)\b…{0,30}\b(?:execute|obey"
+        r"|follow|treat)\w*\b…{0,30}\b(?:instructions|commands|orders)\b"),
+    # -- the user demoted, a new task given ---------------------------------------------------
+    _check("override", "hidden_directive", "demotes the user's instructions",
+        r"\b(?:treat|consider|regard)\s+(?:all\s+|any\s+)?(?:messages|instructions|requests"
+        r"|input|prompts)\s+from\s+(?:the\s+)?(?:user|human|operator)s?\s+as\s+(?:untrusted"
+        r"|malicious|suspicious|lower priority|optional|suggestions|noise)\b"
+        r"|\byour (?:new|real|actual|true|primary|secret) (?:task|goal|objective|mission|purpose"
+        r"|instructions?)\s*(?:is|are|:)"),
+    _check("exfiltration", "exfiltration", "sends secrets to an outside address",
+        rf"\b(?:{_STRONG_SECRET})\b…{{0,60}}\b(?:post|upload|forward|transmit|leak|exfiltrate"
+        r"|beacon|e-?mail)\w*\s+(?:\w+\s+){0,3}?(?:to|at)\s+(?:https?://|[\w.+-]{1,64}@[\w-]+\.[a-z]{2,})"),
     # -- arguments: falsify what the user asked for ------------------------------------------
     _check("argument_tampering", "hidden_directive", "asks to falsify the call's arguments",
         r"\b(?:arguments?|parameters?|values?|inputs?|numbers?|amounts?)\b…{0,40}\b(?:should"
@@ -459,7 +496,7 @@ _C_DISCARD = (
 )
 # A new self for the model: a persona, or one without its limits.
 _C_NEW_SELF = (
-    r"\b(?:act|behave|operate|respond|answer)\w*\s+(?:\w+\s+){0,2}?(?:from (?:now|this point"
+    r"\b(?:act|behave|operate|respond|answer)\w*\s+(?:\w+\s+){0,5}?(?:from (?:now|this point"
     r"|here) on|henceforth|going forward)\b"
     r"|\b(?:from (?:now|this point|here) on(?:wards?)?|from this point forward|henceforth"
     r"|going forward|for the rest of (?:this|the) (?:session|conversation|chat))\b"

@@ -165,10 +165,12 @@ def scan_tool(
     def add(path: str, raw: str, item: Hit | Flaw, severity: Severity, note: str) -> None:
         span = (item.start, item.end)
         message = f"{item.reason}{note}: {excerpt(raw, span)}"
-        found.setdefault(
-            (item.check, path),
-            Finding(item.code, severity, path, message, server, name, item.check, span),
-        )
+        finding = Finding(item.code, severity, path, message, server, name, item.check, span)
+        earlier = found.get((item.check, path))
+        # One finding per check and string: the first, unless a later match of the same check
+        # is more severe (a warning pattern must not hide a blocking one after it).
+        if earlier is None or (earlier.severity is not Severity.HIGH and severity is Severity.HIGH):
+            found[(item.check, path)] = finding
 
     own = set(known_tools.get(server, ()))
     reference = tool_reference(
