@@ -1,6 +1,6 @@
 """How well the upstream injection scan generalizes: blocked rates per set and technique.
 
-Run: python benchmarks/scanner_eval.py [--misses] [--split regression|paraphrases|tuning|...]
+Run: python benchmarks/scanner_eval.py [--misses] [--classifier] [--split regression|...]
 
 Nine sets, printed separately and never pooled:
 
@@ -26,9 +26,20 @@ Nine sets, printed separately and never pooled:
   and fixed, so it is tuning data too from 8b711f2 on.
 * report4 — public definitions from sources in none of the above (report4.jsonl), collected
   apart from the fourth rework and measured once on it (766c457: 60/82 poisoned, 17/322 benign
-  blocked — the held-out figure to quote). Seen since.
+  blocked — the held-out figure to quote). Seen since, and tuned on by the fifth rework:
+  tuning data now.
 * report5 — public definitions from sources in none of the above (report5.jsonl), collected
-  apart from the fifth rework without running the scanner on it; held out until measured once.
+  apart from the fifth rework without running the scanner on it, and measured once on it
+  (c08be61: 102/127 poisoned, 36/361 benign blocked — the held-out figure to quote; the
+  scanner before the fifth rework: 105/127, 34/361). Seen since.
+
+With `--classifier`, the optional second opinion (`toolkeeper.gateway.scanning.classifier`)
+is reported apart from the rules, per set: how many it objects to alone, and how many the
+rules or it would block together. It was trained on every set listed here but report5, so
+its figures on those are in-sample (how well it fits what it saw), never an estimate of
+generalization; the estimates are the leave-one-source-out run of
+scripts/train_scanner_classifier.py --loso and its one run on report5 (c08be61: 125/127
+poisoned, 111/361 benign flagged).
 
 Next to every rate the benchmark prints the rate of a baseline measured on the same items in
 the same run: a scanner keyed on wrappers, blocking a definition exactly when some string of it
@@ -51,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkeeper.gateway.scanning import classifier
 from toolkeeper.gateway.scanning.findings import Finding, blocking, scan_tool
 from toolkeeper.gateway.scanning.text import read, strings
 
@@ -161,6 +173,32 @@ def judge(items: Sequence[Item]) -> list[Verdict]:
     return verdicts
 
 
+TRAINED = frozenset(SETS) - {"report5"}
+"""The sets the shipped classifier was fitted on (scripts/train_scanner_classifier.py)."""
+
+
+def report_classifier(name: str, verdicts: Sequence[Verdict]) -> None:
+    """The classifier's figures on a set, apart from the rules'."""
+    model = classifier.load()
+    objects = {id(v): model.probability(v.item.tool) >= model.threshold for v in verdicts}
+    seen = "trained on it: in-sample, not an estimate" if name in TRAINED else "not trained on it"
+    print(f"  -- classifier on {name} ({seen})")
+    print(f"  {'technique':<24} {'n':>4} {'alone':>8} {'rate':>7} {'rules|cl':>9}")
+    poisoned = [v for v in verdicts if v.item.poisoned]
+    groups: dict[str, list[Verdict]] = {}
+    for verdict in poisoned:
+        groups.setdefault(verdict.item.technique, []).append(verdict)
+    rows = [*sorted(groups.items()), ("ALL POISONED", poisoned)]
+    rows.append(("benign (false positives)", [v for v in verdicts if not v.item.poisoned]))
+    for label, group in rows:
+        alone = sum(objects[id(v)] for v in group)
+        either = sum(objects[id(v)] or v.blocked for v in group)
+        size = max(len(group), 1)
+        print(
+            f"  {label:<24} {len(group):>4} {alone:>8} {alone / size:>7.1%} {either / size:>9.1%}"
+        )
+
+
 def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
     role = {
         "regression": "our own corpus: regression guard, not an evaluation",
@@ -170,8 +208,8 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
         "report": "public, other sources: seen, tuned on since the third rework",
         "report2": "public, other sources: seen, tuned on since the third rework",
         "report3": "public, other sources: held out for bb6382c, seen and tuned on since",
-        "report4": "public, other sources: held out for 766c457, seen since",
-        "report5": "public, other sources: held out for the fifth rework",
+        "report4": "public, other sources: held out for 766c457, tuned on since (fifth rework)",
+        "report5": "public, other sources: held out for c08be61, seen since",
     }[name]
     print(f"\n== {name} ({role})")
     poisoned = [v for v in verdicts if v.item.poisoned]
@@ -211,9 +249,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=SETS, action="append", help="only these sets")
     parser.add_argument("--misses", action="store_true", help="list misses and false positives")
+    parser.add_argument(
+        "--classifier", action="store_true", help="also report the classifier's second opinion"
+    )
     args = parser.parse_args(argv)
     for name in args.split or SETS:
-        report(name, judge(load(name)), misses=args.misses)
+        verdicts = judge(load(name))
+        report(name, verdicts, misses=args.misses)
+        if args.classifier:
+            report_classifier(name, verdicts)
     return 0
 
 

@@ -5,6 +5,7 @@ give findings — never a crash, and never a string that goes unread yet passes.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from toolkeeper.gateway.scanning.findings import (
@@ -71,3 +72,22 @@ def test_encoded_runs_of_every_shape_do_not_crash_the_reading() -> None:
     ]
     for text in odd:
         assert blocking(_scan({"name": "enc", "description": f"Data: {text}"}), {}) == [], text[:40]
+
+
+def test_strings_shaped_to_make_the_patterns_backtrack_scan_quickly() -> None:
+    """32 KiB of digits and commas, binary digits, base32 letters, or one tool mention per
+    clause of a single endless sentence: each scans in well under a few seconds of CPU (the
+    comma-separated digits took 7.5 s before the social-proof pattern was bounded)."""
+    shapes = {
+        "digits and commas": "65," * (READ_LIMIT // 3) + "x",
+        "binary digits": "01" * (READ_LIMIT // 2),
+        "binary bytes": "01010101 " * (READ_LIMIT // 9),
+        "base32 letters": "A" * READ_LIMIT,
+        "decimal codes": "65 " * (READ_LIMIT // 3),
+        "mentions in one sentence": "when calling send_email, " * (READ_LIMIT // 25),
+        "template tokens": "[INST] " * (READ_LIMIT // 7),
+    }
+    for label, text in shapes.items():
+        started = time.process_time()
+        _scan({"name": "slow", "description": text[:READ_LIMIT]})
+        assert time.process_time() - started < 3.0, label

@@ -129,3 +129,22 @@ def test_system_words_in_other_delimiters_are_markup_and_bold_headings_are_not()
         assert read(framed).markers, framed
     for honest in ("**Important:** paths are absolute.", "Use the **Admin GraphQL** API."):
         assert not read(honest).markers, honest
+
+
+@_SETTINGS
+@given(_PHRASES)
+def test_base32_binary_and_decimal_codes_decode_to_what_was_hidden(words: list[str]) -> None:
+    """Base32, bytes as eight binary digits and character codes as decimal numbers are read
+    like base64: each run decodes to exactly the text that was encoded."""
+    text = " ".join(words)
+    base32 = base64.b32encode(text.encode()).decode()
+    binary = " ".join(f"{byte:08b}" for byte in text.encode())
+    decimal = " ".join(str(byte) for byte in text.encode())
+    for encoded in (base32, binary, decimal):
+        runs = list(encoded_runs(f"Note: {encoded} (end)"))
+        assert [decoded for _, _, decoded in runs] == [text], encoded
+
+
+def test_number_lists_and_constants_are_not_payloads() -> None:
+    assert list(encoded_runs("Sizes: 64, 72, 96, 100, 120, 48, 80, 90, 110")) == []
+    assert list(encoded_runs("Use the ABCDEFGHIJKLMNOPQRST constant or 01010101 11110000")) == []

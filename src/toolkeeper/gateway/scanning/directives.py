@@ -133,6 +133,9 @@ _CHECKS: tuple[_Check, ...] = (
     _check("override", "hidden_directive", "asks the model to reveal its instructions",
         r"\b(?:output|print|reveal|dump|repeat|show)\s+(?:\w+\s+){0,2}?(?:your|its)\s+(?:full\s+"
         r"|entire\s+|complete\s+)?(?:system prompt|system message|instructions|configuration)\b"
+        r"|\b(?:output|print|reveal|dump|repeat|echo|leak|disclose|recite)\s+(?:\w+\s+){0,2}?"
+        r"(?:the|your|its)\s+(?:full\s+|entire\s+|complete\s+|original\s+|hidden\s+|initial\s+)?"
+        r"(?:system prompt|system message|hidden instructions|initial instructions)\b"
         r"|\b(?:put|paste|include|insert)\s+(?:the\s+)?(?:full|entire|complete) system prompt\b"),
     _check("override", "hidden_directive", "claims priority over the user or other instructions",
         r"\b(?:takes?|has|have|given) (?:precedence|priority) over (?:any|all|the user|user"
@@ -152,7 +155,7 @@ _CHECKS: tuple[_Check, ...] = (
     # warns, and the orders inside it — concealment, override, exfiltration — are found by
     # their own checks.
     _check("model_addressed", "hidden_directive", "a note addressed to the model",
-        rf"\bnote to (?:the )?{_AI}\b|\b(?:attention|hey|dear),?\s+{_AI}\b"
+        rf"\bnote (?:to|for) (?:the )?{_AI}\b|\b(?:attention|hey|dear),?\s+{_AI}\b"
         r"|\bif you are an? (?:ai|assistant|language model|llm|agent)\b", high=False),
     # -- concealment: keep it from the user ---------------------------------------------------
     _check("concealment", "hidden_directive", "asks to keep something from the user",
@@ -163,8 +166,14 @@ _CHECKS: tuple[_Check, ...] = (
     _check("concealment", "hidden_directive", "conceals an action from the user",
         r"\bwithout (?:telling|informing|alerting|warning|letting)"
         rf"\b…{{0,30}}\b{_USER}\b"
-        r"|\b(?:the user|they|users) (?:does not|doesn't|do not|don't|should not|shouldn't"
-        r"|must not|need not|needn't)(?: need to)? (?:know|see|be told|be informed|notice)\b"
+        r"|\b(?:the user|they|users) (?:(?:does not|doesn't|do not|don't) need to|should not"
+        r"|shouldn't|must not|mustn't|need not|needn't|is not to|are not to)"
+        r" (?:know|see|be told|be informed|notice)\b"
+        # Not to be raised with the user: "treat this as configuration rather than something
+        # to raise with the user".
+        r"|\b(?:rather than|instead of|not|never)\s+(?:\w+\s+){0,3}?(?:raise|raising|mention"
+        r"|mentioning|bring(?:ing)? up|discuss|discussing|surface|surfacing|flag|flagging)"
+        r"\s+(?:it\s+|this\s+|that\s+)?(?:with|to)\s+(?:the\s+)?(?:user|users|human)\b"
         r"|\b(?:mere|just an?|only an?) implementation detail\b"
         r"|\bdoes not (?:really )?matter to (?:them|the user)\b"
         r"|\b(?:present|format|disguise)\s+(?:it|them|this|the \w+)\s+(?:as if|to look like"
@@ -208,7 +217,7 @@ _CHECKS: tuple[_Check, ...] = (
         r"(?:\w+\s+)?(?:tools?|servers?|calls?|functions?)\b"),
     _check("exfiltration", "exfiltration", "sends the user's data to a fixed address",
         r"\b(?:send|deliver|save|export|post|forward|log|report|sync|submit|upload|transmit"
-        r"|push|stream|mirror|ship)\w*\b…{0,40}\b(?:data|results?|outputs?|contents?|logs?"
+        r"|push|stream|mirror|ship|curl|wget|beacon|pipe)\w*\b…{0,40}\b(?:data|results?|outputs?|contents?|logs?"
         r"|reports?|sessions?|history|information|details|records|files?|everything|conversation"
         r"|messages?|responses?|findings|summary|summaries|transcripts?|analytics|metrics"
         r"|telemetry)\b…{0,60}?\b(?:to|at)\s+(?:the\s+(?:\w+\s+){0,3}?at\s+)?"
@@ -222,8 +231,9 @@ _CHECKS: tuple[_Check, ...] = (
         r"|passwords)|saved credentials|cookies and saved passwords|api keys|environment variables)"
         r"\b", high=False),
     _check("exfiltration", "exfiltration", "asks to exfiltrate data",
-        r"(?:^|[.!?:>\n]\s*|\b(?:must|should|please|and|then|also)\s+)(?:exfiltrate|harvest"
-        r"|steal)\b|\bupload (?:it |them )?later\b"),
+        r"(?:^|[.!?:>\n]\s*|\b(?:must|should|please|and|then|also)\s+)(?:(?:actually|now|just"
+        r"|secretly|quietly|silently|also|then|first)\s+)?(?:exfiltrate|harvest|steal)\b"
+        r"|\bupload (?:it |them )?later\b"),
     # Exporting everything to a destination is what backup tools do; it warns, and blocks
     # when pseudo-system markup or an injection key frames it as an order to the model.
     _check("exfiltration", "exfiltration", "moves all data to a destination of its choosing",
@@ -241,6 +251,98 @@ _CHECKS: tuple[_Check, ...] = (
         r"|<\s*script\b[^>]*>\s*[\w$.]+\s*[(=.]|\bdocument\.cookie\b|\bjavascript:\s*\w"
     r"|\b(?:ba|z)?sh\s+-c\s+[\"']?\$\(\s*(?:curl|wget)\b"
     r"|\b(?:iex|invoke-expression)\b[^\n]{0,60}\b(?:downloadstring|iwr|curl|invoke-webrequest)\b"),
+    # -- persistence: write into the files an agent reads as its own instructions ------------
+    # An honest project tool may create such a file, so alone it warns; markup or an order
+    # to keep it from the user around it blocks.
+    _check("persistence", "hidden_directive", "asks to write into the agent's instruction files",
+        r"\b(?:append|write|add|insert|save|persist|copy|prepend|inject|put|store)\w*\b…{0,100}?"
+        r"(?:\bclaude\.md|\bagents\.md|\bgemini\.md|\.cursorrules|\.windsurfrules|\.clinerules"
+        r"|copilot-instructions\.md|\.cursor/rules|\bmcp\.json|claude_desktop_config\.json)\b",
+        high=False),
+    # -- plain orders with no wrapper: leak a secret in every answer, do something else,
+    # send credentials — imperatives an honest description never gives the model.
+    _check("exfiltration", "exfiltration", "asks to put a secret in every answer",
+        r"\b(?:always|every time|in every|in all|each time)\b…{0,40}\b(?:return|include|reveal"
+        rf"|output|print|show|leak|echo|append|add|expose|disclose)\w*\s+(?:\w+\s+){{0,2}}?"
+        rf"(?:{_STRONG_SECRET}|creds)\b…{{0,30}}\b(?:responses?|replies|answers?|outputs?|results?"
+        r"|messages?)\b"),
+    _check("exfiltration", "exfiltration", "orders credentials sent",
+        r"(?:^|[.!?:>\n]\s*|\b(?:must|should|please|and|then|also|always|first)\s+)"
+        r"(?:send|forward|upload|post|transmit|email|leak|share|submit|hand over)\s+(?:me\s+)?"
+        r"(?:all\s+|any\s+|your\s+|the\s+|their\s+|user\s+)?(?:creds|credentials|passwords?"
+        r"|api[ _-]?keys?|secrets|private[ _-]?keys?|ssh[ _-]?keys?|tokens)\b"
+        r"(?!…{0,20}\b(?:to|in|as|via|with) (?:the |this |your )?(?:[`'\"]?\w+[`'\"]? )?"
+        r"(?:header|parameter|argument|field)\b)"),
+    _check("override", "hidden_directive", "tells the model to do something other than asked",
+        r"\b(?:actually|instead|secretly|really)\b,?\s+(?:just\s+)?(?:do|perform|execute)\s+"
+        r"(?:something|anything)\s+(?:else|different)\b"
+        r"|\bdo something (?:else|different) (?:entirely|instead)\b"),
+    # A description that poses as an error to make the model escalate.
+    _check("override", "hidden_directive", "poses as an error to get elevated access",
+        r"^(?:error|exception|fatal|access denied|permission denied|unauthori[sz]ed)\b[^\n]{0,80}"
+        r"\b(?:elevated|admin(?:istrator)?|root|sudo|superuser|full)\s+(?:access|privileges"
+        r"|permissions|rights)\b"),
+    # Other languages: the two orders injected text gives most (drop your instructions,
+    # do not tell the user), in the languages attacks are written in.
+    _check("concealment", "hidden_directive", "asks to keep something from the user",
+        r"不要(?:告诉|通知|提醒|让)用户|(?:别|勿)(?:告诉|通知)用户|用户不(?:需要|必|应该)知道"
+        r"|ユーザーに(?:言わ|伝え|知らせ)ないで"
+        r"|no (?:le )?(?:digas|informes|menciones|comuniques) (?:nada )?al usuario"
+        r"|ne (?:le )?(?:dis|dites|mentionne[zs]?|informe[zs]?) (?:rien |pas )?(?:à|a)"
+        r" l'utilisateur"
+        r"|(?:sag|sagen sie|erwähne|erwähnen sie) (?:dem|den) (?:benutzer|nutzer)\w* nicht"
+        r"|не (?:говори|сообщай|рассказывай|говорите|сообщайте) пользовател"
+        r"|não (?:diga|conte|informe) (?:nada )?ao usuário"),
+    _check("override", "hidden_directive", "tells the model to drop its instructions",
+        r"忽略(?:之前|以前|所有|上述|先前|系统)|无视(?:之前|所有|上述)"
+        r"|(?:以前|前)の指示を無視"
+        r"|ignora (?:todas )?(?:las )?instrucciones (?:anteriores|previas)"
+        r"|ignore[zs]? (?:toutes )?les instructions (?:précédentes|pr[eé]c[eé]dentes|antérieures)"
+        r"|ignorier\w* (?:alle )?(?:vorherigen |bisherigen )?anweisungen"
+        r"|игнорируй\w* (?:все )?(?:предыдущие )?инструкци"
+        r"|ignore (?:todas )?as instruções anteriores"),
+    # A copy of every message to a third party, without naming the address.
+    _check("redirect", "hidden_directive", "adds a hidden recipient to every message",
+        r"\b(?:always|silently|secretly|automatically|also)\s+(?:add|include|set|insert|put|cc"
+        r"|bcc)\s+(?:a\s+|an\s+|the\s+)?(?:bcc|cc|blind copy|copy)\b…{0,40}\b(?:to|copy|admin"
+        r"|@)"),
+    # -- data out through a rendered URL: a Markdown image or link whose URL carries the
+    # conversation or a secret in a placeholder the model fills in.
+    _check("exfiltration", "exfiltration", "carries data out in a URL the model renders",
+        r"!\[[^\]\n]{0,80}\]\(\s*https?://[^)\s]{0,200}?(?:\{[^}\s]{1,60}\}|<[^>\n]{1,60}>"
+        r"|\$\{[^}]{1,60}\}|\[[^\]\n]{1,60}\])"
+        r"|https?://[^\s)]{0,200}?[?&/=](?:\{|<|\$\{|\[)[^}>\]\n]{0,40}?(?:conversation|chat|history"
+        r"|summary|transcript|messages?|prompt|secret|password|credential|api.?key|cookie|token"
+        r"|user'?s? (?:last |previous )?(?:message|query|input|email))"),
+    # -- consent claimed or waived: the user's confirmation taken out of the loop ------------
+    _check("override", "hidden_directive", "claims consent the user did not give",
+        r"\b(?:the user|they|the human|the operator) (?:has|have) already (?:approved|authori[sz]ed"
+        r"|consented|agreed|confirmed|granted)\b…{0,30}\b(?:all|every|any|everything|this)\b"
+        r"|\b(?:is|are) (?:fully |pre-?)?authori[sz]ed to (?:run|execute|delete|access|read|send"
+        r"|perform) (?:any|all|every|arbitrary)\b"
+        r"|\b(?:do not|don't|never|no need to)\s+(?:\w+\s+)?(?:ask|wait for|seek|request)\s+"
+        r"(?:the user\s+|the user's\s+|them\s+)?(?:for\s+)?(?:confirmation|approval|permission"
+        r"|consent)\b(?!…{0,40}\b(?:read-only|reads?|listing|lookups?|queries)\b)"),
+    # -- indirect injection switched on: obey what fetched content says ----------------------
+    _check("override", "hidden_directive", "asks to obey instructions in fetched content",
+        r"\b(?:follow|obey|execute|carry out|act on|comply with)\s+(?:any\s+|all\s+|the\s+)?"
+        r"(?:instructions|commands|directives|orders)\s+(?:found|contained|given|embedded|written)?"
+        r"\s*(?:in|inside|within|from)\s+(?:the\s+|any\s+)?(?:fetched|retrieved|returned|page"
+        r"|document|result|response|output|file|email|web ?page|content)"
+        r"|\bif (?:the|a|any) (?:\w+ )?(?:page|document|result|response|file|content|email)"
+        r" (?:contains|includes|has) (?:\w+ )?(?:instructions|commands),? (?:follow|obey|execute)"
+        r"|\bwhatever (?:the|it|this) (?:\w+ )?(?:says|returns|contains)\b…{0,30}\b(?:execute|obey"
+        r"|follow|treat)\w*\b…{0,30}\b(?:instructions|commands|orders)\b"),
+    # -- the user demoted, a new task given ---------------------------------------------------
+    _check("override", "hidden_directive", "demotes the user's instructions",
+        r"\b(?:treat|consider|regard)\s+(?:all\s+|any\s+)?(?:messages|instructions|requests"
+        r"|input|prompts)\s+from\s+(?:the\s+)?(?:user|human|operator)s?\s+as\s+(?:untrusted"
+        r"|malicious|suspicious|lower priority|optional|suggestions|noise)\b"
+        r"|\byour (?:new|real|actual|true|primary|secret) (?:task|goal|objective|mission|purpose"
+        r"|instructions?)\s*(?:is|are|:)"),
+    _check("exfiltration", "exfiltration", "sends secrets to an outside address",
+        rf"\b(?:{_STRONG_SECRET})\b…{{0,60}}\b(?:post|upload|forward|transmit|leak|exfiltrate"
+        r"|beacon|e-?mail)\w*\s+(?:\w+\s+){0,3}?(?:to|at)\s+(?:https?://|[\w.+-]{1,64}@[\w-]+\.[a-z]{2,})"),
     # -- arguments: falsify what the user asked for ------------------------------------------
     _check("argument_tampering", "hidden_directive", "asks to falsify the call's arguments",
         r"\b(?:arguments?|parameters?|values?|inputs?|numbers?|amounts?)\b…{0,40}\b(?:should"
@@ -278,6 +380,11 @@ _CHECKS: tuple[_Check, ...] = (
         r"|\bbefore (?:invoking|calling|using|running) (?:any|all|other) (?:\w+ )?(?:tools"
         r"|functions|tool|function)\b…{0,30}\b(?:use|call|invoke|run|consult)\s+this\s+"
         r"(?:tool|function)\b"),
+    _check("steering", "tool_steering", "hijacks calls meant for other tools",
+        r"\b(?:redirect|route|reroute|divert|forward|send|proxy|pipe)\w*\s+(?:all\s+|every\s+"
+        r"|any\s+|the\s+|those\s+|these\s+)?(?:\w+\s+)?(?:calls|requests|invocations|traffic"
+        r"|queries)\s+(?:\w+\s+){0,2}?(?:to|through|via)\s+this\s+(?:server|tool|function"
+        r"|service|endpoint)\b"),
     _check("steering", "tool_steering", "tells the model to avoid other tools",
         r"\b(?:ignore|disregard|avoid|do not use|don't use|never use|do not call|stop using)\s+"
         r"(?:all\s+|any\s+|the\s+)?other\s+(?:\w+\s+){0,2}?(?:tools|functions|servers|services"
@@ -317,7 +424,7 @@ _PREFERENCE: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|\bfeatured (?:in|on) (?:forbes|nature|ted|techcrunch|wired|harvard)|\bas seen on\b"
         r"|\baward[- ]winning\b")),
     ("social proof", _rx(
-        r"\b\d[\d,.]*\s*(?:\+|million\b|k\b)\s*(?:\w+\s+)?(?:users|downloads|reviews|customers"
+        r"\b\d[\d,.]{0,20}\s*(?:\+|million\b|k\b)\s*(?:\w+\s+)?(?:users|downloads|reviews|customers"
         r"|developers|teams|companies|engineers|people)"
         r"|\b\d{1,3}(?:,\d{3})+\+?\s+(?:\w+\s+)?(?:users|downloads|reviews|customers|developers"
         r"|teams|companies|engineers|people)"
@@ -389,7 +496,7 @@ _C_DISCARD = (
 )
 # A new self for the model: a persona, or one without its limits.
 _C_NEW_SELF = (
-    r"\b(?:act|behave|operate|respond|answer)\w*\s+(?:\w+\s+){0,2}?(?:from (?:now|this point"
+    r"\b(?:act|behave|operate|respond|answer)\w*\s+(?:\w+\s+){0,5}?(?:from (?:now|this point"
     r"|here) on|henceforth|going forward)\b"
     r"|\b(?:from (?:now|this point|here) on(?:wards?)?|from this point forward|henceforth"
     r"|going forward|for the rest of (?:this|the) (?:session|conversation|chat))\b"
@@ -428,6 +535,10 @@ _C_UNAWARE = (
     r"|doesn't need to|do not need to|don't need to|never|no (?:reason|need) for"
     r"|nothing)\b(?:\s+\w+){0,3}?\s+(?:be\s+)?(?:made\s+)?(?:aware|know|knows|find out|finds out"
     r"|learn|notice|hear|told|informed|see (?:this|it|that))\b"
+    # Need not be mentioned: an order. "Is never shown to the user" says what the tool does.
+    r"|\b(?:should not|shouldn't|must not|mustn't|need not|needn't|does not need to"
+    r"|doesn't need to|do not need to|don't need to|is not to|are not to)\s+(?:\w+\s+){0,2}?be"
+    r"\s+(?:mentioned|raised|shown|reported|disclosed|surfaced|brought up)\b"
     r"|\b(?:remain|remains|stay|stays|be kept|kept|be)\s+(?:\w+\s+)?(?:invisible|hidden|unseen"
     r"|unknown|secret|unnoticed)\s+(?:to|from)\b"
     r"|\b(?:remains?|stays?|kept|keep \w+|left|leave \w+) (?:unaware|uninformed|in the dark)\b"
@@ -507,13 +618,16 @@ _C_CONVERSATION = (
     r"|(?:your|the) (?:system (?:prompt|message)|hidden instructions|initial instructions)"
     r"|(?:outputs?|results?|responses?) (?:of|from) (?:the |any |all |other |earlier |previous )?"
     r"(?:\w+\s+)?(?:tools?|calls?|functions?)\b(?! you (?:pass|give|send))"
-    r"|(?:earlier|previous|prior|other) (?:tool|function) (?:results|outputs|responses|calls))"
+    r"|(?:earlier|previous|prior|other) (?:tool|function) (?:results|outputs|responses|calls)"
+    r"|(?:values?|contents?|data|information|settings|text) (?:that )?you (?:have )?(?:already )?"
+    r"(?:read|found|saw|seen|loaded|retrieved|collected|gathered|obtained)\b)"
 )
 _C_SECRET = (
     r"\b(?:api[ _-]?keys?|(?:api|access|bearer|auth\w*|session|refresh|oauth|github|aws|cloud)"
     r"[ _-]?tokens?|passwords?|passphrases?|secrets|credentials|private[ _-]?keys?"
     r"|ssh[ _-]?keys?|environment variables|env vars|cookies|connection strings?"
-    r"|seed phrases?|recovery phrases?|tokens?(?! (?:used|count|limit|usage|per|left|remaining)))\b"
+    r"|seed phrases?|recovery phrases?|environment values?|env values?|creds"
+    r"|tokens?(?! (?:used|count|limit|usage|per|left|remaining)))\b"
 )
 # Secrets as found, not as asked for: held by the session, the machine or the user.
 _C_AMBIENT = (
@@ -522,7 +636,8 @@ _C_AMBIENT = (
     r"|in the environment|set in (?:the|your)"
     r"|available (?:to you|in)|in (?:your|the) (?:context|session|environment|memory)"
     r"|(?:come|came) across|encountered|so far|earlier|from (?:earlier|previous|other)"
-    r"|this session|on (?:the|this) machine|on disk|home (?:directory|folder))\b"
+    r"|this session|on (?:the|this) machine|on disk|home (?:directory|folder)"
+    r"|you(?:'ve| have)? (?:already )?(?:read|loaded|opened|retrieved))\b"
 )
 _C_MOVE = (
     r"\b(?:send|sent|submit|supply|supplie|attach|include|append|put|pass|paste|provide|echo"
@@ -572,7 +687,9 @@ _C_EXCLUSIVE = (
 # are for) — then it warns.
 _C_OVER_OTHERS = (
     r"\b(?:(?:instead of|in place of|rather than) (?:any|all|every|other|the others)"
-    r"|over (?:any|every|all|other) (?:other )?)\b"
+    r"|over (?:any|every|all|other) (?:other )?"
+    r"|over (?:[\w-]+ ){0,3}?(?:ones|tools|alternatives|versions|servers|functions)"
+    r" (?:from|of|on|by|in) (?:other|another|different))\b"
 )
 _SCOPED = re.compile(r"\bfor\s+(?!any\b|all\b|every\b|each\b|everything\b|anything\b)\w+")
 # Only the order of calls: honest servers ask for a setup call first ("this tool must be
@@ -638,6 +755,7 @@ _EXAMPLE = re.compile(r"\b(?:e\.g\.|for example|for instance|such as|example)")
 _C_FILE_CONTENT = r"\b(?:contents?|text|value|data|body|lines)\b(?:\s+\S+){0,4}?\s+(?:of|in|from)\b"
 _C_SECRET_FILE = (
     r"(?:\.env|\.ssh|id_(?:rsa|dsa|ecdsa|ed25519)|\.aws/|\bcredentials(?:\.json)?|\.npmrc|\.netrc"
+    r"|\bprivate (?:ssh |rsa |pgp |gpg )?key|\bssh key"
     r"|\.pgpass|\.git-credentials|\.gnupg|\bprivate key|\bkeychain|wallet\.dat|\.kube/config)\b"
 )
 
@@ -668,7 +786,9 @@ _FRAMES: tuple[_Frame, ...] = (
         r"|your user|the human)"),
     _frame("override", "hidden_directive", "asks for obedience without judgement",
         r"\b(?:obey|follow|comply|execute|do|carry out|trust)\w*\b",
-        r"\b(?:blindly|without (?:question|questioning|hesitation|checking)|unconditionally"
+        r"\b(?:blindly|without (?:question|questioning|hesitation"
+        r"|checking(?! (?:in |back )?with\b))"
+        r"|unconditionally"
         r"|no matter what it says)\b"),
     _frame("override", "hidden_directive", "claims its text wins over the model's orders",
         r"\b(?:this|these) (?:text|description|note|instructions?|tool|notice)\b",
@@ -864,6 +984,22 @@ _HOME_SECRET = re.compile(
 )
 
 _SSH_HOSTS = re.compile(r"\.ssh/(?:config|known_hosts)\b")
+# A tool whose stated purpose is to manage the keys it names ("Manages SSH keys in ~/.ssh:
+# list, add, and remove public keys") names the path as its subject, not as loot: the
+# description's first sentence says so and hands nothing on. It still warns.
+_KEEPER = re.compile(
+    r"^(?:this tool\s+|tool to\s+|a tool (?:to|that)\s+)?(?:manage|list|rotate|generate|configure"
+    r"|maintain|organi[sz]e|audit|inspect|add|remove|edit)s?\b"
+    r"(?!.*\b(?:send|pass|include|upload|forward|post|append|attach|provide|share|return|print"
+    r"|show|output|read|cat|copy|https?)\w*\b)"
+    r".*$",
+    re.S,
+)
+
+
+def _first_sentence_end(text: str) -> int:
+    match = re.search(r"[.!?](?=\s)", text)
+    return match.end() if match else len(text)
 
 
 def credential_path(reading: Reading) -> Hit | None:
@@ -876,7 +1012,11 @@ def credential_path(reading: Reading) -> Hit | None:
         # ~/.ssh/config and known_hosts name hosts, not keys: a tool managing SSH hosts
         # mentions them honestly.
         whole = match.group() + reading.text[match.end() : match.end() + 16]
-        high = bool(_HOME_SECRET.search(match.group())) and not _SSH_HOSTS.search(whole)
+        high = (
+            bool(_HOME_SECRET.search(match.group()))
+            and not _SSH_HOSTS.search(whole)
+            and not _KEEPER.match(reading.text[: _first_sentence_end(reading.text)])
+        )
         return Hit(
             "credential_path", "credential_path", high, "names a credential file",
             match.start(), match.end(),
@@ -884,12 +1024,33 @@ def credential_path(reading: Reading) -> Hit | None:
     return None
 
 
-_INSTRUCTION = re.compile(
-    r"\b(?:must|always|never|should|make sure|ensure|be sure|before|after|when|whenever|instead"
-    r"|do not|don't|add|change|replace|send|forward|bcc|cc|call|include|pass|prefix|override"
-    r"|redirect|set|modify|ignore|first|use|invoke|copy|summari[sz]e|append|required to|has to"
-    r"|have to|needs to|need to|is to|are to|route|routes)\b"
+# What makes a mention of another server's tool an instruction about it: an order that
+# binds it ("must", "always", "never", "force", "redirect", "deprecated"), or a condition on
+# its use ("when calling send_email", "before running") together with an added step. Pointing
+# the model at it for another job ("use `update_issue` for an existing issue") is neither.
+_BINDS = re.compile(
+    r"\b(?:must|always|never|shall|should (?:never|always|not)|do not|don't|make sure|ensure"
+    r"|force|forces|override|overrides|overriding|redirect\w*|reroute\w*|intercept\w*"
+    r"|deprecated|no longer|instead of|replace|replaced|route \w+|routed|bcc|cc|required to"
+    r"|has to|have to|is to|are to|side effect)\b"
 )
+_CONDITION = re.compile(
+    r"\b(?:when|whenever|before|after|each time|every time|once|if|anytime|any time)\b"
+    r"(?:\s+\S+){0,4}?\s+"
+    r"(?:call|calls|calling|called|use|uses|using|used|invoke|invoking|invoked|run|runs|running"
+    r"|execute|executing|available|present|sending|sent)\b"
+)
+_ADDED_STEP = re.compile(
+    r"\b(?:also|first|then|additionally|add|include|forward|send|copy|append|attach|call"
+    r"|invoke|pass|set|change|modify|swap|replace|summari[sz]e|as well|needs?|requires?"
+    r"|should|prepend|insert|put)\b"
+)
+
+
+def _binds(sentence: str) -> bool:
+    return bool(
+        _BINDS.search(sentence) or (_CONDITION.search(sentence) and _ADDED_STEP.search(sentence))
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -907,13 +1068,17 @@ def cross_server(reading: Reading, reference: ToolReference | None) -> Hit | Non
     if reference is None:
         return None
     text = reading.text
+    judged: set[tuple[int, int]] = set()
     for match in reference.pattern.finditer(text):
         name = next(group for group in match.groups() if group)
         end = text.find(". ", match.end())
-        sentence = _sentence_around(
-            text, match.start(), (end if end >= 0 else len(text)) - match.start()
-        )
-        if _INSTRUCTION.search(sentence):
+        stop = end if end >= 0 else len(text)
+        begin = max(text.rfind(". ", 0, match.start()), text.rfind(": ", 0, match.start()))
+        if (begin, stop) in judged:
+            continue  # every mention in one sentence is judged by that sentence once
+        judged.add((begin, stop))
+        sentence = _sentence_around(text, match.start(), stop - match.start())
+        if _binds(sentence):
             return Hit(
                 "cross_server", "shadowing", True,
                 f"tells the model what to do with {name!r}, a tool of server "
@@ -929,6 +1094,9 @@ _MODEL_IMPERATIVE = _rx(
     r"|\b(?:after|before|when|whenever|then)\b…{0,60}\b(?:call|invoke|run|execute)\s+"
     r"(?:the\s+)?[\w.-]+(?:\s+tool)?\s+(?:again|first|with the user'?s?)\b"
     r"|\b(?:after|before|when|whenever|then)\b…{0,60}\b(?:execute|run|perform)\s*:"
+    # An order to run a shell command carried in the text.
+    r"|\b(?:run|execute)\s+(?:the\s+following|this)\s+(?:shell\s+|terminal\s+|bash\s+)?"
+    r"(?:command|script)\b"
 )
 
 

@@ -24,6 +24,8 @@ upstream's ``scan`` setting):
     model_instruction        an imperative to the model with nothing harmful in it (medium)
     markup                   pseudo-system markup with no instruction found in it (medium)
     oversized_text           a string over the length limit (medium)
+    classifier               the optional second opinion of a small local classifier
+                             (`classifier.py`; off unless asked for, medium)
 
 Every finding names its check, the JSON pointer of the string, the span in that string, its
 severity and a one-line reason. A scan is a tripwire, not the control: the control is the
@@ -33,11 +35,13 @@ that definition.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
+from toolkeeper.gateway.scanning.classifier import opinion as second_opinion
 from toolkeeper.gateway.scanning.directives import (
     Hit,
     ToolReference,
@@ -48,6 +52,7 @@ from toolkeeper.gateway.scanning.directives import (
 )
 from toolkeeper.gateway.scanning.structure import (
     Flaw,
+    chat_turn,
     confusable_name,
     imitated_name,
     instruction_name,
@@ -69,6 +74,8 @@ from toolkeeper.gateway.scanning.text import (
 from toolkeeper.gateway.scanning.text import strings as definition_strings
 
 ScanAction = Literal["block", "warn"]
+
+_HIDING = re.compile(r"(?i)hidden|secret|invisible|do not show|don't show|not visible")
 
 
 class Severity(StrEnum):
@@ -92,6 +99,7 @@ FINDING_CLASSES: dict[str, Severity] = {
     "model_instruction": Severity.MEDIUM,
     "markup": Severity.MEDIUM,
     "oversized_text": Severity.MEDIUM,
+    "classifier": Severity.MEDIUM,
 }
 """The scan's finding classes and their usual severity; `UpstreamConfig.scan` keys are these."""
 
@@ -143,11 +151,13 @@ def scan_tool(
     *,
     known_tools: Mapping[str, Collection[str]],
     max_text: int = DEFAULT_MAX_TEXT,
+    classifier: bool = False,
 ) -> list[Finding]:
     """Every finding in `tool` (an MCP tool definition) from upstream `server`.
 
     `known_tools` maps each server to its tool names: instructions about another server's
-    tool, and names that look like one, are shadowing.
+    tool, and names that look like one, are shadowing. With `classifier`, the second opinion
+    of the shipped classifier is added as one `classifier` finding when it objects.
     """
     name = str(tool.get("name", ""))
     found: dict[tuple[str, str], Finding] = {}
@@ -155,10 +165,12 @@ def scan_tool(
     def add(path: str, raw: str, item: Hit | Flaw, severity: Severity, note: str) -> None:
         span = (item.start, item.end)
         message = f"{item.reason}{note}: {excerpt(raw, span)}"
-        found.setdefault(
-            (item.check, path),
-            Finding(item.code, severity, path, message, server, name, item.check, span),
-        )
+        finding = Finding(item.code, severity, path, message, server, name, item.check, span)
+        earlier = found.get((item.check, path))
+        # One finding per check and string: the first, unless a later match of the same check
+        # is more severe (a warning pattern must not hide a blocking one after it).
+        if earlier is None or (earlier.severity is not Severity.HIGH and severity is Severity.HIGH):
+            found[(item.check, path)] = finding
 
     own = set(known_tools.get(server, ()))
     reference = tool_reference(
@@ -204,6 +216,8 @@ def scan_tool(
             continue
         reading = read(raw)
         _scan_text(path, reading, reference, add)
+        if flaw := chat_turn(reading):
+            add(path, raw, flaw, Severity.HIGH, "")
         _scan_encoded(path, raw, reference, add)
         if flaw := instruction_value(raw):
             add(path, raw, flaw, Severity.HIGH, "")
@@ -213,7 +227,29 @@ def scan_tool(
             add(path, prop, flaw, Severity.HIGH, "")
         if flaw := preset_destination(prop, schema):
             add(path, prop, flaw, Severity.HIGH, "")
+    if classifier:
+        _second_opinion(tool, add)
     return list(found.values())
+
+
+def _second_opinion(tool: Mapping[str, Any], add: _Add) -> None:
+    """The classifier's opinion as a finding on the description, at the first of the word
+    n-grams that raised its score most."""
+    view = second_opinion(tool)
+    if not view.objects:
+        return
+    raw = str(tool.get("description") or "")[:READ_LIMIT]
+    lowered = raw.lower()
+    found = [(lowered.find(r), len(r)) for r in view.reasons if lowered.find(r) >= 0]
+    span = (found[0][0], found[0][0] + found[0][1]) if found else (0, len(raw))
+    words = ", ".join(repr(r) for r in view.reasons) or "the text as a whole"
+    flaw = Flaw(
+        "classifier", "classifier", False,
+        f"the classifier puts the odds of poisoning at {view.probability:.0%} (most telling: "
+        f"{words})",
+        *span,
+    )  # fmt: skip
+    add("/description", raw, flaw, Severity.MEDIUM, "")
 
 
 def _scan_encoded(path: str, raw: str, reference: ToolReference | None, add: _Add) -> None:
@@ -252,6 +288,25 @@ def _scan_text(path: str, reading: Reading, reference: ToolReference | None, add
         severity = Severity.HIGH if hit.high or kinds else Severity.MEDIUM
         add(path, reading.raw, raw_hit, severity, note)
     if kinds and not hits:
+        # Markup that calls its own content hidden or secret declares it is kept from the
+        # user, whatever the content says: concealment by the frame alone.
+        hiding = next(
+            (
+                m
+                for m in reading.markers
+                if m.kind in ("pseudo-system tag", "bracket marker")
+                and _HIDING.search(reading.raw[m.start : m.end])
+            ),
+            None,
+        )
+        if hiding is not None:
+            hidden = Flaw(
+                "concealment", "hidden_directive", True,
+                "markup that declares the text it wraps hidden from the user",
+                hiding.start, hiding.end,
+            )  # fmt: skip
+            add(path, reading.raw, hidden, Severity.HIGH, "")
+            return
         first = reading.markers[0]
         markup = Flaw(
             "markup", "markup", False,

@@ -16,7 +16,7 @@ from typing import Any
 
 from toolkeeper.gateway.scanning.confusables import disguised_letters, skeleton
 from toolkeeper.gateway.scanning.directives import AMBIENT_SECRET, CONVERSATION, ToolReference
-from toolkeeper.gateway.scanning.text import fold, humanize, is_hidden
+from toolkeeper.gateway.scanning.text import Reading, fold, humanize, is_hidden
 
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
@@ -57,7 +57,23 @@ def _emoji_joiner(text: str, index: int) -> bool:
 
 
 def confusable_name(name: str) -> Flaw | None:
-    """A Latin name with letters from another script that look Latin (``read_fіle``)."""
+    """A Latin name with letters from another script that look Latin (``read_fіle``), or
+    with compatibility forms of ASCII letters (fullwidth ``ｇｅｔ_data``, mathematical
+    ``𝐫𝐞𝐚𝐝``): a name that is not the string it looks like."""
+    compat = [
+        i
+        for i, c in enumerate(name)
+        if not c.isascii()
+        and unicodedata.normalize("NFKC", c).isascii()
+        and unicodedata.normalize("NFKC", c).isalnum()
+    ]
+    if compat:
+        shown = ", ".join(f"{name[i]!r} U+{ord(name[i]):04X}" for i in compat[:4])
+        return Flaw(
+            "confusable_name", "confusable_name", True,
+            f"the name spells ASCII letters in compatibility forms: {shown}",
+            compat[0], compat[-1] + 1,
+        )  # fmt: skip
     disguised = disguised_letters(name)
     if not disguised:
         return None
@@ -179,8 +195,9 @@ _ABOUT_CONVERSATION = re.compile(
     r"\b(?:conversations?|chats?|messages?|threads?|transcripts?|dialog(?:ue)?s?|replies)\b"
 )
 _SOMEONES = re.compile(r"\b(?:you|your|user|they|their|tools?|previous|prior|earlier)\b")
+# A dot-directory of the home directory, not any path under it (`~/projects/app.apk`).
 _SECRET_PATH = re.compile(
-    r"~/|/etc/|\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)|\.aws/|\.env\b|\.npmrc|\.netrc|\.kube/"
+    r"~/\.|/etc/|\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)|\.aws/|\.env\b|\.npmrc|\.netrc|\.kube/"
     r"|mcp\.json|bash_history"
 )
 
@@ -314,10 +331,48 @@ def tool_reference(tools: frozenset[tuple[str, str]]) -> ToolReference | None:
             rf"(?:(?<=__)|(?<=\w\.)|(?<![\w-])(?:mcp_(?:[a-z0-9-]+_){{0,2}}?)?)({words})(?![\w-])"
         )
     if plain:
+        # A plain word names a tool only when it is referred to as one: quoted, called, or
+        # "the search tool" — "the list or search tool you need" uses the word as English.
         words = _alternatives(plain)
-        parts.append(rf"\b[`'\"]?({words})[`'\"]?\s+tool\b|\btool\s+[`'\"]?({words})\b")
+        parts.append(
+            rf"[`'\"]({words})[`'\"]|\b({words})\(|\bthe\s+({words})\s+tool\b"
+            rf"|\btool\s+[`'\"]?({words})\b"
+            rf"|\b(?:call|calling|invoke|invoking|run|running|using)\s+({words})(?=\s*(?:[,;:)]|$"
+            r"|\.(?!\w)))"
+        )
     return ToolReference(re.compile("|".join(parts)), owners) if parts else None
 
 
 def _alternatives(names: Collection[str]) -> str:
     return "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
+
+
+# A chat template's turn opened for a role: the token, then the role it speaks as. Only a
+# prompt has turns; text that opens one inside a tool definition poses as the system, the
+# user or the assistant, whatever it then says. (A bare `[INST]` named in prose is not a turn
+# until its closing `[/INST]` frames something.)
+_ROLE = r"(?:system|user|assistant|developer|tool|human|model|ipython)"
+_TURN = re.compile(
+    rf"<\|im_start\|>\s*{_ROLE}\b|<\|start_header_id\|>\s*{_ROLE}\b|<\|{_ROLE}\|>"
+    rf"|<start_of_turn>\s*{_ROLE}\b|<<sys>>|<\|(?:begin|end)_of_text\|>|<\|eot_id\|>"
+    r"|<\|im_end\|>|<\|endoftext\|>|\[inst\].{1,400}?\[/inst\]",
+    re.S,
+)
+
+
+def chat_turn(reading: Reading) -> Flaw | None:
+    """A chat-template token that opens or closes a turn of the conversation (``<|im_start|>
+    system``, ``<|start_header_id|>user``, ``<<SYS>>``, ``[INST] … [/INST]``)."""
+    if not any(m.kind == "chat-template token" for m in reading.markers):
+        return None
+    raw = reading.raw
+    lowered = raw.lower() if len(raw.lower()) == len(raw) else raw
+    match = _TURN.search(lowered)
+    if match is None:
+        return None
+    return Flaw(
+        "chat_turn", "hidden_directive", True,
+        f"a chat-template turn inside a tool definition: {match.group()[:40]!r} poses as a "
+        "turn of the conversation",
+        match.start(), match.end(),
+    )  # fmt: skip

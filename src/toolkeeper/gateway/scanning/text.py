@@ -198,7 +198,11 @@ _MARKUP: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"^\s*#{1,6}\s*(?:system|important|critical|instructions?|requirements?|override|admin"
             r"|note)\b[^\n]*$"
             r"|-{3,}\s*(?:critical|system|important|override|admin)[^\n-]{0,60}-{3,}"
-            r"|#{3}\s*(?:system|important|critical)[^\n#]{0,60}#{3}",
+            r"|#{3}\s*(?:system|important|critical)[^\n#]{0,60}#{3}"
+            # "SYSTEM NOTE FOR THE ASSISTANT:", "System directive:" opening a paragraph.
+            r"|(?:^|(?<=[.!?]\s))\s*system (?:note|notice|directive|override|alert|update"
+            r"|(?:message|instruction)s? for (?:the )?(?:ai|assistant|model|llm|agent))\b"
+            r"[^:\n]{0,40}:",
             re.M,
         ),
     ),
@@ -331,13 +335,26 @@ _ESCAPE_RUN = re.compile(
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})|\\U([0-9a-fA-F]{8})")
 
 
+# Base32 (RFC 4648 alphabet, upper case as encoders write it), bytes written as groups of
+# eight binary digits, and character codes written as decimal numbers (`73 103 110 …`): a
+# model decodes all three as readily as base64.
+_BASE32_RUN = re.compile(r"(?<![\w+/])[A-Z2-7]{16,}={0,6}(?![\w+/=])")
+_BINARY_RUN = re.compile(r"(?<![01])(?:[01]{8}[ ,]?){4,}(?![01])")
+_CODE = r"(?:3[2-9]|[4-9]\d|1[01]\d|12[0-6])"
+_DECIMAL_RUN = re.compile(rf"(?<![\d.])(?:{_CODE}[ ,]{{1,2}}){{7,}}{_CODE}(?![\d.])")
+
+
 def encoded_runs(raw: str) -> Iterator[tuple[int, int, str]]:
-    """(start, end, decoded text) for each base64, hex, percent-encoded or escaped run in `raw`
-    that decodes to readable text. A model can decode such a run and read what a reviewer
-    cannot; hashes, ids and other binary encodings decode to noise and are left alone."""
+    """(start, end, decoded text) for each base64, base32, hex, binary, decimal-code,
+    percent-encoded or escaped run in `raw` that decodes to readable text. A model can decode
+    such a run and read what a reviewer cannot; hashes, ids and other binary encodings decode
+    to noise and are left alone."""
     for pattern, decode in (
         (_HEX_RUN, _from_hex),
         (_BASE64_RUN, _from_base64),
+        (_BASE32_RUN, _from_base32),
+        (_BINARY_RUN, _from_binary),
+        (_DECIMAL_RUN, _from_decimal),
         (_URL_RUN, _from_percent),
         (_ESCAPE_RUN, _from_escapes),
     ):
@@ -352,6 +369,25 @@ def _from_hex(run: str) -> str | None:
         return bytes.fromhex(re.sub(r"[ :]", "", run)).decode("utf-8")
     except ValueError:
         return None
+
+
+def _from_base32(run: str) -> str | None:
+    stripped = run.rstrip("=")
+    try:
+        return base64.b32decode(stripped + "=" * (-len(stripped) % 8)).decode("utf-8")
+    except (ValueError, binascii.Error):
+        return None
+
+
+def _from_binary(run: str) -> str | None:
+    try:
+        return bytes(int(b, 2) for b in re.findall(r"[01]{8}", run)).decode("utf-8")
+    except ValueError:
+        return None
+
+
+def _from_decimal(run: str) -> str | None:
+    return "".join(chr(int(n)) for n in re.findall(r"\d+", run))
 
 
 def _from_percent(run: str) -> str | None:
@@ -395,11 +431,17 @@ def _from_base64(run: str) -> str | None:
 
 def _readable(text: str) -> bool:
     """Whether decoded bytes are text a model would read: printable, mostly letters and
-    spaces, more than one word."""
+    spaces, more than one word with a space between (noise decoded from a hash or a list
+    of numbers has letters but no spaces)."""
     if not text or any(not ch.isprintable() and ch not in "\n\t" for ch in text):
         return False
+    # Paths and punctuation count for a little: "read ~/.ssh/id_rsa" is text a model reads.
     letters = sum(ch.isalpha() or ch.isspace() for ch in text)
-    return letters >= 0.75 * len(text) and len(re.findall(r"[^\W\d_]{2,}", text)) >= 2
+    return (
+        letters >= 0.65 * len(text)
+        and len(re.findall(r"[^\W\d_]{2,}", text)) >= 2
+        and any(ch.isspace() for ch in text.strip())
+    )
 
 
 def fold(text: str) -> str:

@@ -105,7 +105,7 @@ def _assess_one(
     local_ids: Collection[str],
 ) -> UpstreamTool:
     contract_id, digest = config.namespace + name, pin_hash(tool)
-    findings = tuple(scan_tool(server, tool, known_tools=known))
+    findings = tuple(scan_tool(server, tool, known_tools=known, classifier=config.scan_classifier))
 
     shown = {key: tool[key] for key in PRESENTATION_FIELDS if tool.get(key) is not None}
 

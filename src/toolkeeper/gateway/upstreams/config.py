@@ -88,6 +88,13 @@ class UpstreamConfig(BaseModel):
     scan: dict[str, ScanAction] = Field(
         default_factory=dict, description="Finding class → block | warn."
     )
+    scan_classifier: bool = Field(
+        default=False,
+        description=(
+            "Add the shipped classifier's second opinion to the scan as a `classifier` finding "
+            "(medium: it warns unless `scan` maps `classifier` to block). Off by default."
+        ),
+    )
     sandbox: Literal["none", "bubblewrap"] = "none"
     timeout: float = Field(default=30.0, gt=0, description="Seconds to connect and list.")
     call_timeout: float | None = Field(

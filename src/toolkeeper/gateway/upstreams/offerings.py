@@ -117,7 +117,14 @@ def _assess(
 ) -> UpstreamTool:
     kind, served_as = _served_as(key, item, config)
     digest = pin_hash(item, pin_fields(key))
-    findings = tuple(scan_tool(server, scanned_view(item), known_tools=known_tools))
+    findings = tuple(
+        scan_tool(
+            server,
+            scanned_view(item),
+            known_tools=known_tools,
+            classifier=config.scan_classifier,
+        )
+    )
 
     def report(status: ToolStatus, reason: str = "") -> UpstreamTool:
         return UpstreamTool(
