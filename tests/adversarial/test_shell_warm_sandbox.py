@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -217,6 +219,44 @@ def test_closing_the_pool_leaves_no_sandbox_running(root: Path) -> None:
     assert mine
     pool.close()
     assert _wait_for(lambda: not mine & set(_spare_pids()), within=5)
+
+
+_EXIT_WHILE_STARTING = """
+import sys, time
+from pathlib import Path
+from toolkeeper.executors.sandbox import Sandbox, Spares
+root = Path(sys.argv[1])
+pool = Spares()
+pool.prepare(Sandbox(roots=(root,)), root)
+time.sleep(float(sys.argv[2]))
+pool.close()
+"""
+
+
+def test_a_process_exiting_while_a_spare_starts_leaves_no_sandbox_behind(root: Path) -> None:
+    """A pool closed while its thread is half-way through starting a spare, by a process
+    that exits right after: close waits for that start and kills the spare. Before, the
+    interpreter exited with bwrap half set up, and its child in the new namespaces was left
+    waiting forever (parent pid 1) about once in 60 exits."""
+    pool = Spares()
+    pool.prepare(Sandbox(roots=(root,)), root)
+    starter = pool._tasks
+    assert starter is not None
+    pool.close()  # while its thread starts the spare
+    assert not starter._thread.is_alive()  # close waited for that start to end
+    assert _gone(str(root))
+
+    source = str(Path(__file__).parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": source}
+    for n in range(8):
+        delay = (n % 8) * 0.002  # across bwrap's set-up: from before its clone to after
+        subprocess.run(
+            [sys.executable, "-c", _EXIT_WHILE_STARTING, str(root), str(delay)],
+            env=env,
+            check=True,
+            timeout=60,
+        )
+        assert _gone(str(root)), n  # a half-set-up child would wait forever
 
 
 def _wait_for(condition: Callable[[], bool], within: float = 30.0) -> bool:

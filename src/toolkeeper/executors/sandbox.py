@@ -1341,7 +1341,12 @@ class Spares:
             self._tasks.put((sandbox, key if wanted else None, spent))
 
     def close(self) -> None:
-        """End the idle spares and the thread that started them."""
+        """End the idle spares and the thread that started them, waiting for a spare it is
+        still starting: that one is killed once started. Not waiting would let the
+        interpreter exit with bwrap half set up — its outer process then dies with the
+        thread (``--die-with-parent``) before its child in the new namespaces has armed its
+        own parent-death signal, and that child waits forever for a signal its parent will
+        never send (an orphaned bwrap, parent pid 1)."""
         with self._lock:
             tasks, self._tasks = self._tasks, None
             ready = list(self._ready.values())
@@ -1349,11 +1354,13 @@ class Spares:
             starting = list(self._starting.values())
             self._starting.clear()
         for spare in ready:
+            spare.kill()  # now, not from the reaper's thread: the interpreter may be exiting
             spare.retire()
         for event in starting:
             event.set()
         if tasks is not None:
             tasks.put(None)
+            tasks.join(_SPARE_START)
 
     def _started(self, tasks: _Tasks, key: tuple[object, ...], spare: _Spare | None) -> None:
         with self._lock:
@@ -1363,7 +1370,8 @@ class Spares:
                 self._ready[key] = spare
                 spare = None
         if spare is not None:
-            spare.retire()  # the pool was closed meanwhile
+            spare.kill()  # the pool was closed meanwhile: now, the interpreter may be exiting
+            spare.retire()
         if event is not None:
             event.set()
 
@@ -1380,10 +1388,16 @@ class _Tasks:
     def __init__(self, pool: Spares) -> None:
         self._pool = weakref.ref(pool)
         self._queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
-        threading.Thread(target=self._work, name="toolkeeper-spares", daemon=True).start()
+        self._thread = threading.Thread(target=self._work, name="toolkeeper-spares", daemon=True)
+        self._thread.start()
 
     def put(self, task: _Task | None) -> None:
         self._queue.put(task)
+
+    def join(self, timeout: float) -> None:
+        """Wait for the thread to finish what it was doing (unless this is that thread)."""
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
 
     def _work(self) -> None:
         while True:
