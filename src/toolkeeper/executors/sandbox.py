@@ -665,7 +665,7 @@ class Sandbox:
 
 def _completed(
     argv: Sequence[str],
-    reader: _Reader | _WarmReader,
+    reader: _Output,
     ended: str | None,
     duration: float,
     exit_code: int | None,
@@ -903,7 +903,29 @@ class _ProcessGroup:
                     os.kill(int(line), signal.SIGKILL)
 
 
-class _Reader:
+class _Output:
+    """A command's captured stdout and stderr, at most `limit` bytes of each, with how many
+    bytes each stream carried in all: what the cold and the warm reader share."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.stdout_bytes = 0
+        self.stderr_bytes = 0
+
+    def _keep(self, name: str, chunk: bytes) -> None:
+        buffer = self.stdout if name == "stdout" else self.stderr
+        room = self.limit - len(buffer)
+        if room > 0:
+            buffer += chunk[:room]
+        if name == "stdout":
+            self.stdout_bytes += len(chunk)
+        else:
+            self.stderr_bytes += len(chunk)
+
+
+class _Reader(_Output):
     """Drains stdout, stderr and bwrap's status pipe until the command and everything that
     holds its output are gone, keeping at most `limit` bytes of each stream."""
 
@@ -915,12 +937,8 @@ class _Reader:
         limit: int,
         early: bytes = b"",
     ) -> None:
+        super().__init__(limit)
         self.process = process
-        self.limit = limit
-        self.stdout = bytearray()
-        self.stderr = bytearray()
-        self.stdout_bytes = 0
-        self.stderr_bytes = 0
         self.status: dict[str, Any] = {}
         self._status = bytearray(early)
         self._selector = selectors.DefaultSelector()
@@ -989,14 +1007,7 @@ class _Reader:
         if name == "status":
             self._status += chunk
             return
-        buffer = self.stdout if name == "stdout" else self.stderr
-        room = self.limit - len(buffer)
-        if room > 0:
-            buffer += chunk[:room]
-        if name == "stdout":
-            self.stdout_bytes += len(chunk)
-        else:
-            self.stderr_bytes += len(chunk)
+        self._keep(name, chunk)
 
     def _forget(self, fd: int) -> None:
         if fd in self._streams:
@@ -1463,18 +1474,14 @@ def _close_pools() -> None:
 atexit.register(_close_pools)
 
 
-class _WarmReader:
+class _WarmReader(_Output):
     """Drains a warm command's stdout and stderr and reads its launcher's control socket
     until the command has ended and nothing holds its output, keeping at most `limit`
     bytes of each stream."""
 
     def __init__(self, spare: _Spare, stdout: int, stderr: int, limit: int) -> None:
+        super().__init__(limit)
         self.spare = spare
-        self.limit = limit
-        self.stdout = bytearray()
-        self.stderr = bytearray()
-        self.stdout_bytes = 0
-        self.stderr_bytes = 0
         self.status: int | None = None
         """The launcher's report: the exit code, or minus the signal that ended it."""
         self.failure: str | None = None
@@ -1538,14 +1545,7 @@ class _WarmReader:
         if name == "control":
             self._message(chunk)
             return
-        buffer = self.stdout if name == "stdout" else self.stderr
-        room = self.limit - len(buffer)
-        if room > 0:
-            buffer += chunk[:room]
-        if name == "stdout":
-            self.stdout_bytes += len(chunk)
-        else:
-            self.stderr_bytes += len(chunk)
+        self._keep(name, chunk)
 
     def _message(self, message: bytes) -> None:
         kind, body = message[:1], message[1:]
