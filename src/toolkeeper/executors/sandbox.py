@@ -445,7 +445,11 @@ class Sandbox:
                 where = _resolved(cwd)
                 spare = spares.take(self, where, started=time.monotonic(), cancel=cancel)
                 if spare is not None:
-                    done = self._run_warm(spare, argv, where, timeout, stdin, pty, cancel)
+                    try:
+                        done = self._run_warm(spare, argv, where, timeout, stdin, pty, cancel)
+                    finally:
+                        # Killed now; torn down and replaced off the command's path.
+                        spares.replace(self, spare)
                     if done is not None:
                         return done
             return self._run(argv, cwd, timeout, stdin, pty, cancel, sandboxed=True)
@@ -490,24 +494,9 @@ class Sandbox:
         (resolved), environment, the command's own stdin, stdout and stderr and an
         acknowledgement pipe, read the output to its end and take the exit status the
         launcher reports. None when the spare died before accepting the command (nothing
-        ran; the caller starts one cold). The spare is spent either way: it is killed as
-        this returns, and torn down and replaced off this path, once the result is built
-        (`Spares.replace`), so neither competes with the command."""
-        try:
-            return self._hand_over(spare, argv, where, timeout, stdin, pty, cancel)
-        finally:
-            spare.pool.replace(self, spare)
-
-    def _hand_over(
-        self,
-        spare: _Spare,
-        argv: Sequence[str],
-        where: str,
-        timeout: float,
-        stdin: bytes | None,
-        pty: bool,
-        cancel: threading.Event | None,
-    ) -> Completed | None:
+        ran; the caller starts one cold). The spare is spent either way: the caller has it
+        killed as this returns, and torn down and replaced off this path, once the result is
+        built (`Spares.replace`), so neither competes with the command."""
         with contextlib.ExitStack() as stack:
             if stdin is None:
                 input_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -1100,7 +1089,6 @@ class _Spare:
 
     def __init__(
         self,
-        pool: Spares,
         sandbox: Sandbox,
         key: tuple[object, ...],
         process: subprocess.Popen[bytes],
@@ -1108,7 +1096,6 @@ class _Spare:
         group: _ProcessGroup,
         status: int,
     ) -> None:
-        self.pool = pool
         self.sandbox = sandbox
         self.key = key
         self.process = process
@@ -1118,7 +1105,7 @@ class _Spare:
         self._retired = False
 
     @classmethod
-    def start(cls, pool: Spares, sandbox: Sandbox, key: tuple[object, ...]) -> _Spare:
+    def start(cls, sandbox: Sandbox, key: tuple[object, ...]) -> _Spare:
         """Start a spare for `sandbox` and wait until its launcher is ready. Raises
         `SandboxUnavailable` when it cannot start (nothing is left running then)."""
         python = sandbox._launcher_python()
@@ -1152,7 +1139,7 @@ class _Spare:
             inner.close()
             _close(status_write)
             _close(block_read)
-        spare = cls(pool, sandbox, key, process, control, group, status_read)
+        spare = cls(sandbox, key, process, control, group, status_read)
         try:
             _, released = _confine(
                 status_read, block_write, process.pid, sandbox.limits, group, deadline
@@ -1423,7 +1410,7 @@ class _Tasks:
                 continue
             spare: _Spare | None
             try:
-                spare = _Spare.start(pool, sandbox, key)
+                spare = _Spare.start(sandbox, key)
             except Exception:
                 # Whatever it was, the command starts cold and reports it; this thread must
                 # live on, as the spares it started die with it.
