@@ -9,7 +9,7 @@ round trip (the pipeline runs on caches the other process and threads have used)
 CPU is this process's threads plus its child processes (the Monty worker), per call, the
 sides alternating in rounds; ratios are medians of per-round ratios.
 
-    python benchmarks/code_mode_floor.py [--calls 400] [--rounds 12]
+    python benchmarks/code_mode_floor.py [--calls 400] [--rounds 12] [--cpu N]
 """
 
 from __future__ import annotations
@@ -165,7 +165,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        help="run this process, its threads and the Monty worker it starts on this one CPU: "
+        "every hand-over then switches on one CPU instead of waking another",
+    )
     args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})  # before the pool starts: the worker inherits it
+        print(f"pinned to CPU {args.cpu}")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="tk-code-floor-") as tmp:
         anyio.run(measure, Path(tmp), args.calls, args.rounds)
