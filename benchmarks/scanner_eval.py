@@ -77,6 +77,7 @@ SETS = (
     "report3",
     "report4",
     "report5",
+    "report6",
 )
 
 
@@ -173,7 +174,7 @@ def judge(items: Sequence[Item]) -> list[Verdict]:
     return verdicts
 
 
-TRAINED = frozenset(SETS) - {"report5"}
+TRAINED = frozenset(SETS) - {"report5", "report6"}
 """The sets the shipped classifier was fitted on (scripts/train_scanner_classifier.py)."""
 
 
@@ -210,6 +211,7 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
         "report3": "public, other sources: held out for bb6382c, seen and tuned on since",
         "report4": "public, other sources: held out for 766c457, tuned on since (fifth rework)",
         "report5": "public, other sources: held out for c08be61, seen since",
+        "report6": "public, other sources: collected blind, held out until measured once",
     }[name]
     print(f"\n== {name} ({role})")
     poisoned = [v for v in verdicts if v.item.poisoned]
