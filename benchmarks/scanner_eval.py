@@ -210,7 +210,7 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
         "report2": "public, other sources: seen, tuned on since the third rework",
         "report3": "public, other sources: held out for bb6382c, seen and tuned on since",
         "report4": "public, other sources: held out for 766c457, tuned on since (fifth rework)",
-        "report5": "public, other sources: held out for c08be61, seen since",
+        "report5": "public, other sources: held out for c08be61, tuned on since (sixth rework)",
     }[name]
     print(f"\n== {name} ({role})")
     poisoned = [v for v in verdicts if v.item.poisoned]

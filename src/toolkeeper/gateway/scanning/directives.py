@@ -121,6 +121,12 @@ _CHECKS: tuple[_Check, ...] = (
         rf"(?:(?:\w+\s+)?{_RULES}|everything|anything|all(?: of)? (?:the )?(?:text|content))\s+"
         r"(?:above|before this|so far|up to here|preceding this|given (?:above|before|earlier"
         r"|so far))\b"
+        r"|\b(?:ignore|disregard|forget|discard|drop|abandon)\s+(?:the\s+|your\s+)?(?:system"
+        r" (?:message|prompt)|initial prompt|original prompt)\b"
+        r"|\bpretend (?:that )?(?:you have|there are) no (?:rules|restrictions|limits|guidelines"
+        r"|filters|instructions)\b"
+        r"|\bnew (?:rules|instructions|orders) (?:apply|are in effect|take effect) (?:from|as of)"
+        r" (?:now|this point|here)\b"
         # What came before as such: "ignore the above", "disregard prior context".
         r"|\b(?:ignore|disregard|forget|discard)\s+(?:all\s+)?(?:of\s+)?(?:the\s+)?(?:above|preceding"
         r"|foregoing)(?=\s*(?:[.,;!]|$|and\b|instead\b))"
@@ -181,7 +187,8 @@ _CHECKS: tuple[_Check, ...] = (
         r"|\b(?:system|admin|administrator|root|developer|operator) override\b(?! (?:of|for)\b)"
         r"|(?:^|[.!?>:]\s*)override\s*:"),
     _check("override", "hidden_directive", "demands obedience",
-        r"\b(?:always|must|should|you will|you shall)\s+(?:\w+\s+)?(?:obey|comply with|defer to)"
+        r"(?:^|[.!?:]\s+)obey\s+(?:only\s+)?(?:this|these|me)\b"
+        r"|\b(?:always|must|should|you will|you shall)\s+(?:\w+\s+)?(?:obey|comply with|defer to)"
         r"\s+(?:this|these)\b|\b(?:always|must)\s+(?:\w+\s+)?follow\s+(?:this|the)\s+(?:tool"
         r"|description|server|note)\b"
         r"|\byou (?:must|have to|need to|shall|are required to|will) (?:now |simply |just )?"
@@ -383,6 +390,8 @@ _CHECKS: tuple[_Check, ...] = (
         r"(?<!have approved this)"
         r"|\b(?:is|are) (?:fully |pre-?)?authori[sz]ed to (?:run|execute|delete|access|read|send"
         r"|perform) (?:any|all|every|arbitrary)\b"
+        r"|(?<!to )\b(?:skip|bypass|suppress)\s+(?:every|all|any|the)\s+(?:user\s+)?(?:confirmation"
+        r"|approval)s?\b(?!…{0,40}\b(?:read-only|reads?|listing|lookups?|queries)\b)"
         r"|\b(?:do not|don't|never|no need to)\s+(?:\w+\s+)?(?:ask|wait for|seek|request)\s+"
         r"(?:the user\s+|the user's\s+|them\s+)?(?:for\s+)?(?:confirmation|approval|permission"
         r"|consent)\b(?!…{0,40}\b(?:read-only|reads?|listing|lookups?|queries)\b)"),
@@ -398,7 +407,8 @@ _CHECKS: tuple[_Check, ...] = (
         r"|follow|treat)\w*\b…{0,30}\b(?:instructions|commands|orders)\b"),
     # -- the user demoted, a new task given ---------------------------------------------------
     _check("override", "hidden_directive", "demotes the user's instructions",
-        r"\b(?:treat|consider|regard)\s+(?:all\s+|any\s+)?(?:messages|instructions|requests"
+        r"(?:^|[.!?:]\s+|\b(?:must|should|always|then|and)\s+)(?:ignore|disregard)\s+(?:all\s+|any\s+"
+        r"|the\s+)?(?:user|user's|users'|human)\s+(?:requests|instructions|messages|commands|input)\b|\b(?:treat|consider|regard)\s+(?:all\s+|any\s+)?(?:messages|instructions|requests"
         r"|input|prompts)\s+from\s+(?:the\s+)?(?:user|human|operator)s?\s+as\s+(?:untrusted"
         r"|malicious|suspicious|lower priority|optional|suggestions|noise)\b"
         r"|\byour (?:new|real|actual|true|primary|secret) (?:task|goal|objective|mission|purpose"
@@ -454,6 +464,14 @@ _CHECKS: tuple[_Check, ...] = (
         r"|\bbefore (?:invoking|calling|using|running) (?:any|all|other) (?:\w+ )?(?:tools"
         r"|functions|tool|function)\b…{0,30}\b(?:use|call|invoke|run|consult)\s+this\s+"
         r"(?:tool|function)\b"),
+    # Always or only this tool, with no job named anywhere: universal by omission. ("Use this
+    # tool for accessibility questions … always use this tool." names its job elsewhere.)
+    _check("steering", "tool_steering", "asks for this tool always, for no named job",
+        r"\b(?:always|only|must always|should always)\s+(?:prefer|use|choose|pick|select|call)\s+"
+        r"this\s+(?:tool|function|server|one)\s*(?:[.!]|$)"
+        r"|\buse only this (?:tool|function|server)\s*(?:[.!]|$)"
+        r"|\bthis (?:tool|function) (?:must|should) always be (?:selected|used|chosen|called"
+        r"|picked)(?: first)?\s*(?:[.!]|$)"),
     _check("steering", "tool_steering", "hijacks calls meant for other tools",
         r"\b(?:redirect|route|reroute|divert|forward|send|proxy|pipe)\w*\s+(?:all\s+|every\s+"
         r"|any\s+|the\s+|those\s+|these\s+)?(?:\w+\s+)?(?:calls|requests|invocations|traffic"
@@ -586,7 +604,8 @@ _C_NEW_SELF = (
 )
 _C_NO_LIMITS = (
     r"\b(?:without|with no|free (?:of|from)|no)\s+(?:any\s+|the\s+|your\s+|its\s+)?(?:usual\s+"
-    r"|normal\s+)?(?:content|safety|ethical|moral|usage)\s*(?:restrictions|filters|filtering|training"
+    r"|normal\s+)?(?:content|safety|ethical|moral|usage)\s*(?:polic(?:y|ies)|guidelines|restrictions"
+    r"|filters|filtering|training"
     r"|guardrails|censorship|moderation|limitations|boundaries|rules|checks|limits)\b"
     r"|\b(?:without|with no|free (?:of|from))\s+(?:any\s+)?(?:guardrails|censorship|scruples"
     r"|restrictions|limitations|boundaries)\b"
@@ -977,6 +996,8 @@ def directives(reading: Reading) -> Iterator[Hit]:
                 continue
             if check == "steering" and _on_users_request(text, match.start()):
                 continue
+            if reason == _BY_OMISSION and _JOB_NAMED.search(text):
+                continue
             if check == "code_execution" and _PIPE_TO_SHELL.match(match.group()):
                 # An install line in a README is for people; an order to run it is not.
                 begin = text.rfind(". ", 0, match.start()) + 1
@@ -1000,6 +1021,10 @@ def directives(reading: Reading) -> Iterator[Hit]:
         )  # fmt: skip
 
 
+_BY_OMISSION = "asks for this tool always, for no named job"
+_JOB_NAMED = re.compile(
+    r"\b(?:use|call|invoke|choose) this (?:tool|function|server) (?:for|when|if|to)\b"
+)
 _PIPE_TO_SHELL = re.compile(r"\b(?:curl|wget|iwr|invoke-webrequest)\b")
 _RUN_ORDER = re.compile(
     r"(?<!users )(?<!user )(?<!they )(?<!people )(?<!developers )(?<!you can )(?<!you may )"
@@ -1257,6 +1282,9 @@ _MODEL_IMPERATIVE = _rx(
     rf"|(?<!to )(?<!for )\b{_AI}\s*:\s*(?:please\s+)?(?:also\s+|now\s+|first\s+|always\s+)?"
     r"(?:call|run|invoke|use"
     r"|send|ignore|delete|read|execute|do|forward|include|reply|respond|answer)\b"
+    # An order to read a secret, with nothing yet said about where it goes.
+    r"|(?:^|[.!?:]\s+)(?:first\s+)?(?:read|open|cat|load|fetch)\s+(?:the\s+|your\s+|the user's\s+)?"
+    r"(?:ssh keys?|private keys?|api keys?|credentials|passwords?|secrets?|tokens|\.env\b)"
     # A bare order to obey, or to hand over or wipe everything.
     r"|(?:^|[.!?:]\s+)(?:obey|comply)\s*(?:[.!]|$)"
     r"|(?:^|[.!?:]\s+)(?:always\s+|also\s+|now\s+)?(?:send|upload|forward|leak|return|reveal"
