@@ -11,9 +11,10 @@ Nine sets, printed separately and never pooled:
   many ways (vocabulary, word order, person, tense, split between description and parameter),
   and benign hard negatives. Written to make the checks read meaning rather than strings; a
   regression set, not an evaluation.
-* paraphrases-unfitted — a fifth batch of ours (paraphrases_unfitted.json), written after the
-  first four were fitted and never tuned on: how our rules carry over to wording they have not
-  seen. Still our own wording, so no substitute for a held-out public set.
+* paraphrases-unfitted — a fifth and a seventh batch of ours (paraphrases_unfitted.json), each
+  written after the batches before it were fitted and never tuned on: how our rules carry over
+  to wording they have not seen. Still our own wording, so no substitute for a held-out public
+  set.
 * tuning — public definitions written by others (tests/gateway/corpus/eval/tuning.jsonl);
   the checks are tuned on it.
 * report — public definitions from other sources (report.jsonl), held out for the first
@@ -204,13 +205,13 @@ def report(name: str, verdicts: Sequence[Verdict], *, misses: bool) -> None:
     role = {
         "regression": "our own corpus: regression guard, not an evaluation",
         "paraphrases": "ours, reworded techniques and hard negatives: regression, not evaluation",
-        "paraphrases-unfitted": "ours, batch 5, never tuned on: carry-over to unseen wording",
+        "paraphrases-unfitted": "ours, batches 5 and 7, never tuned on: carry-over to new wording",
         "tuning": "public, tuned on",
         "report": "public, other sources: seen, tuned on since the third rework",
         "report2": "public, other sources: seen, tuned on since the third rework",
         "report3": "public, other sources: held out for bb6382c, seen and tuned on since",
         "report4": "public, other sources: held out for 766c457, tuned on since (fifth rework)",
-        "report5": "public, other sources: held out for c08be61, seen since",
+        "report5": "public, other sources: held out for c08be61, tuned on since (sixth rework)",
         "report6": "public, other sources: collected blind, held out until measured once",
     }[name]
     print(f"\n== {name} ({role})")

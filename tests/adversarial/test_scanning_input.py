@@ -86,6 +86,11 @@ def test_strings_shaped_to_make_the_patterns_backtrack_scan_quickly() -> None:
         "decimal codes": "65 " * (READ_LIMIT // 3),
         "mentions in one sentence": "when calling send_email, " * (READ_LIMIT // 25),
         "template tokens": "[INST] " * (READ_LIMIT // 7),
+        # Matches that are each waived by words before them ("a mention, not an order") must
+        # not each reread the whole endless sentence.
+        "waived matches": "flags any attempt to read ~/.ssh/id_rsa, " * (READ_LIMIT // 42),
+        "forbidden overrides": "never override system rules " * (READ_LIMIT // 28),
+        "rules for the answer": "do not tell the user the x " * (READ_LIMIT // 27),
     }
     for label, text in shapes.items():
         started = time.process_time()

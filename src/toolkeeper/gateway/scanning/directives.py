@@ -46,7 +46,7 @@ _AI = r"(?:ai|assistant|model|llm|agent|claude|chatgpt|gpt|copilot|cursor|langua
 _USER = r"(?:the\s+)?(?:user|users|human|anyone|operator|person|them|customer|requester)"
 _TELL = (
     r"(?:tell|inform|mention|reveal|disclose|notify|alert|explain|bring up|say anything"
-    r"|let\s+\w+\s+know)"
+    r"|let\s+(?:\w+\s+){1,2}?know)"
 )
 # What a tool has no business receiving: secrets, and the conversation itself.
 _SECRET = (
@@ -66,10 +66,15 @@ _SECRET_FILE = (
 )
 # What concealment keeps back: the user, this order, or what the model does — not a fact
 # about the subject ("do not mention if a column is boolean" is a rule for the answer).
+# After the one not told ("never tell the user"), what follows must be kept back too: "never
+# tell the user the connector failed" or "do not tell the user to drag files" is a rule for
+# what the answer says, and "don't mention the user in the commit" names the user as a topic.
 _KEPT_BACK = (
-    r"(?=\s*(?:[.,;:!)\]\-]|$)|\s+(?:it|this|that|these|those|anything|any of|the user|users?"
-    r"|them|him|her|anyone|to|about|you|your|what you|we|having|reading|the (?:fact|instruction"
-    r"|instructions|step|steps|request|action|file|files|note|above|following|data|tool)))"
+    r"(?=(?:\s+(?:the\s+)?(?:user|users|them|him|her|anyone|human|customer))?"
+    r"(?:\s*(?:[.,;:!)\]\-]|$)|\s+(?:it|this|that|these|those|anything|any of|about|you|your"
+    r"|what|how|why|where|we|having|reading|to (?:the|them|anyone|him|her|users?)|the (?:fact"
+    r"|instruction|instructions|step|steps|request|action|file|files|note|above|following|data"
+    r"|tool))\b))"
 )
 _HANDOVER = (
     r"(?:pass|include|send|put|append|add|provide|insert|attach|concatenate|paste|present"
@@ -86,6 +91,10 @@ _STRONG_SECRET = (
     r"|session tokens?|passwords?|secrets?|credentials?|private[ _-]?keys?|ssh[ _-]?keys?"
     r"|environment variables|env vars?|system configuration|connection strings?"
 )
+_RULES = (
+    r"\b(?:instructions?|rules|guidelines|prompts?|directions|directives|policies"
+    r"|restrictions|guardrails|constraints|guidance|safeguards)\b"
+)
 _SILENT = r"(?:silently|secretly|quietly|covertly|discreetly|behind the scenes)"
 
 _Check = tuple[str, str, bool, str, re.Pattern[str]]
@@ -100,10 +109,29 @@ def _check(check: str, code: str, reason: str, pattern: str, *, high: bool = Tru
 _CHECKS: tuple[_Check, ...] = (
     # -- override: drop the instructions, take a new role, claim priority ---------------------
     _check("override", "hidden_directive", "tells the model to drop its instructions",
-        r"\b(?:ignore|disregard|forget|override|bypass|skip)\b…{0,30}\b(?:previous|prior|above"
-        r"|earlier|preceding|original|system|all|any|other|your|safety|security)\b…{0,20}"
-        r"\b(?:instructions?|rules|guidelines|prompts?|directions|directives|policies"
-        r"|restrictions|guardrails|constraints|guidance|safeguards)\b"),
+        r"\b(?:ignore|disregard|forget|override|bypass|skip)\b…{0,30}(?:\b(?:previous|prior|above"
+        r"|earlier|preceding|original|system|your|safety|security)\b…{0,20}"
+        # "all", "any", "other" only before the model's own words: "bypass all cache rules"
+        # and "ignore all other rules in .eslintrc" are about something else's rules.
+        r"|\b(?:all|any|other)(?:\s+(?:of|the|your|other|previous|prior|earlier|above|system"
+        r"|safety|security|existing|current|original|given|these|those|its|my))*\s+)"
+        rf"{_RULES}(?!\s+(?:in|of|from|for)\s+(?!your\b|the system\b|this (?:conversation|chat"
+        r"|session|prompt)\b|the (?:prompt|conversation|context|chat)\b)\S)"
+        rf"|\b(?:ignore|disregard|forget|discard)\s+(?:the\s+|all\s+|any\s+|these\s+|those\s+)?"
+        rf"(?:(?:\w+\s+)?{_RULES}|everything|anything|all(?: of)? (?:the )?(?:text|content))\s+"
+        r"(?:above|before this|so far|up to here|preceding this|given (?:above|before|earlier"
+        r"|so far))\b"
+        r"|\b(?:ignore|disregard|forget|discard|drop|abandon)\s+(?:the\s+|your\s+)?(?:system"
+        r" (?:message|prompt)|initial prompt|original prompt)\b"
+        r"|\bpretend (?:that )?(?:you have|there are) no (?:rules|restrictions|limits|guidelines"
+        r"|filters|instructions)\b"
+        r"|\bnew (?:rules|instructions|orders) (?:apply|are in effect|take effect) (?:from|as of)"
+        r" (?:now|this point|here)\b"
+        # What came before as such: "ignore the above", "disregard prior context".
+        r"|\b(?:ignore|disregard|forget|discard)\s+(?:all\s+)?(?:of\s+)?(?:the\s+)?(?:above|preceding"
+        r"|foregoing)(?=\s*(?:[.,;!]|$|and\b|instead\b))"
+        r"|\b(?:ignore|disregard|forget|discard)\s+(?:all\s+|the\s+|any\s+)?(?:prior|previous|earlier"
+        r"|preceding|existing) (?:context|conversation|messages|text|input)\b"),
     _check("override", "hidden_directive", "tells the model to drop what it knows",
         r"\b(?:ignore|disregard|forget)\s+(?:everything|anything|all)\s+(?:you\s+(?:know|were told"
         r"|have been told|learned)|you've been told)\b"),
@@ -114,25 +142,32 @@ _CHECKS: tuple[_Check, ...] = (
     _check("override", "hidden_directive", "asks to switch off safety controls",
         r"\b(?:disable|turn off|deactivate|bypass|circumvent|ignore|override|disregard|skip"
         r"|remove|suspend)\s+(?:all\s+|any\s+|the\s+|every\s+)?(?:\w+\s+)?(?:guardrails"
-        r"|safeguards|(?:safety|security|content|ethical) (?:checks|controls|filters|guidelines"
-        r"|protocols|restrictions|measures|moderation|policies|rules)|content moderation)\b"
-        r"|\bsecurity_level\s*=\s*0\b|\bdisable_security\w*"),
+        r"|safeguards|(?:safety|security|content|ethical) (?:checks?|controls?|filters?|guidelines"
+        r"|protocols?|restrictions?|measures|moderation|polic(?:y|ies)|rules)|content moderation)\b"
+        r"|\bsecurity_level\s*=\s*0\b|\bdisable_security\w*"
+        r"|\b(?:ignore|bypass|circumvent|disregard|evade|override)\s+(?:all\s+|any\s+|the\s+)?"
+        r"(?:security|safety|(?:access |security |safety )?controls|protections|safeguards)"
+        r"(?=\s*(?:[.,;!]|$|and\b|to\b|then\b))"),
     _check("override", "hidden_directive", "claims elevated access for itself",
         r"\b(?:grant|enable|activate|obtain)\s+(?:the\s+)?(?:unrestricted|full|administrator"
         r"|admin|root|elevated|superuser|unlimited)\s+(?:\w+\s+)?(?:access|privileges"
         r"|permissions|rights)\b(?!\s+(?:to|for|on|in)\b)"
         r"|\bexecute (?:this tool )?with elevated privileges\b"),
     _check("override", "hidden_directive", "gives the model a new role or mode",
+        # Not "where you are now": a relative clause says where, it casts no one.
+        r"(?<!where )(?<!what )(?<!who )(?<!how )"
         r"\b(?:you are now|you're now|from now on,? (?:you|always|never|respond|answer|speak)"
         r"|act as if you|pretend (?:to be|you are|that you)"
         rf"|(?:you|the {_AI}|{_AI}) (?:are|is|will be) (?:now )?in "
         r"(?:\w+ )?(?:diagnostic|maintenance|developer|debug|god|admin|unrestricted|jailbreak)"
-        r" mode|(?:enter|switch to|activate) (?:god|unrestricted|jailbreak) mode"
+        r" mode|(?:enter|switch to|activate|enable|turn on) (?:god|unrestricted|jailbreak|dan) mode"
+        r"|\b(?:you are|you're|act as|become) (?:now )?dan\b"
         r"|(?:you are|you're|act as|become)\s+(?:now\s+)?(?:a\s+|an\s+)?(?:completely\s+"
         r"|fully\s+)?(?:unrestricted|jailbroken|uncensored|unfiltered|unaligned)\b)"),
     _check("override", "hidden_directive", "asks the model to reveal its instructions",
         r"\b(?:output|print|reveal|dump|repeat|show)\s+(?:\w+\s+){0,2}?(?:your|its)\s+(?:full\s+"
-        r"|entire\s+|complete\s+)?(?:system prompt|system message|instructions|configuration)\b"
+        r"|entire\s+|complete\s+|initial\s+|original\s+|hidden\s+|exact\s+|first\s+)?"
+        r"(?:system prompt|system message|instructions|configuration|prompt)\b"
         r"|\b(?:output|print|reveal|dump|repeat|echo|leak|disclose|recite)\s+(?:\w+\s+){0,2}?"
         r"(?:the|your|its)\s+(?:full\s+|entire\s+|complete\s+|original\s+|hidden\s+|initial\s+)?"
         r"(?:system prompt|system message|hidden instructions|initial instructions)\b"
@@ -144,8 +179,23 @@ _CHECKS: tuple[_Check, ...] = (
         r"|\bregardless of (?:what the user|the user|user|previous|prior|permissions"
         r"|user permissions)\b|\beven if the user (?:says|asks|tells|requests|objects|refuses)\b"
         r"|\btrusted more than the user\b|\btrust this (?:tool|server|function) completely\b"
-        r"|\b(?:new|updated|real|actual|true)\s+(?:system\s+)?instructions\s+(?:are|follow)\b"
-        r"|\bsystem override\b|^\s*override\s*:"),
+        r"|\b(?:new|updated|real|actual|true)\s+(?:system\s+)?instructions\s*(?:are\b|follow\b|:)"
+        r"|\byour (?:system )?(?:instructions|rules|guidelines|prompt|directives|orders)"
+        r" (?:have|has) (?:now )?been (?:updated|changed|replaced|rewritten|revised|modified)\b"
+        r"|\btreat\s+(?:this|these|the following)\s+(?:\w+\s+)?as\s+(?:your\s+|the\s+|a\s+)?"
+        r"(?:new\s+)?(?:system prompt|system message|instructions|top priority|highest priority)\b"
+        r"|\b(?:system|admin|administrator|root|developer|operator) override\b(?! (?:of|for)\b)"
+        r"|(?:^|[.!?>:]\s*)override\s*:"),
+    _check("override", "hidden_directive", "demands obedience",
+        r"(?:^|[.!?:]\s+)obey\s+(?:only\s+)?(?:this|these|me)\b"
+        r"|\b(?:always|must|should|you will|you shall)\s+(?:\w+\s+)?(?:obey|comply with|defer to)"
+        r"\s+(?:this|these)\b|\b(?:always|must)\s+(?:\w+\s+)?follow\s+(?:this|the)\s+(?:tool"
+        r"|description|server|note)\b"
+        r"|\byou (?:must|have to|need to|shall|are required to|will) (?:now |simply |just )?"
+        r"(?:comply|obey|do as (?:you are|you're) told)\b(?!\s+with\b)"
+        r"|\bthis is an? (?:official |mandatory |binding |direct |high-priority )?(?:system"
+        r"|admin(?:istrator)?|developer|operator|root) (?:instruction|message|directive|command"
+        r"|order|override|prompt)s?\b"),
     # Openers that only injected text uses: an honest description has no reader to guess at.
     _check("model_addressed", "hidden_directive", "a message addressed to the model",
         rf"\b{_AI}s? reading this\b|\bif you are reading this\b"
@@ -161,8 +211,14 @@ _CHECKS: tuple[_Check, ...] = (
     _check("concealment", "hidden_directive", "asks to keep something from the user",
         r"\b(?:do not|don't|dont|never|must not|should not|shouldn't|no need to"
         rf"|not necessary to|without|avoid)\s+(?:\w+\s+){{0,3}}?{_TELL}\b{_KEPT_BACK}"
-        r"|\b(?:do not|don't|never)\s+(?:show|display|reveal)\s+(?:this\s+|it\s+)?to\s+"
-        r"(?:the\s+)?user\b|\bdo not show to (?:the )?user\b"),
+        # This text or act, not a value ("do not show this ID to the user" keeps an id out).
+        r"|\b(?:do not|don't|never)\s+(?:show|display|reveal)\s+(?:(?:this|it|that)\s+(?:(?:message"
+        r"|note|step|instruction|text|call|action|description|part|request)\s+)?)?to\s+"
+        r"(?:the\s+)?user\b|\bdo not show to (?:the )?user\b"
+        # Hiding an act or this text from the user ("hide this step from the user").
+        r"|\b(?:hide|conceal|mask|obscure|withhold)\s+(?:this|it|that|these|(?:the|any|all|your)\s+"
+        r"(?:\w+\s+)?(?:step|steps|call|calls|action|actions|request|fact|note|instruction|message"
+        r"|operation|activity|access))\b…{0,30}\bfrom\s+(?:the\s+)?(?:user|users|human)\b(?!')"),
     _check("concealment", "hidden_directive", "conceals an action from the user",
         r"\bwithout (?:telling|informing|alerting|warning|letting)"
         rf"\b…{{0,30}}\b{_USER}\b"
@@ -189,7 +245,7 @@ _CHECKS: tuple[_Check, ...] = (
         rf"|look up)\b…{{0,80}}?(?:{_SECRET_FILE}|\b{_SECRET}\b|\bfiles? containing\b)…{{0,100}}?"
         rf"\b(?:and|then|to)\s+(?:\w+\s+){{0,2}}?{_HANDOVER}\b"),
     _check("exfiltration", "exfiltration", "asks to put secrets or the conversation in the call",
-        rf"\b{_SEND}\b\s+(?:(?!your\b)\w+\s+){{0,4}}?\b{_SECRET}\b…{{0,60}}?\b(?:in|into|as|to"
+        rf"\b{_SEND}\b\s+(?:(?!your\b)[\w']+\s+){{0,4}}?\b{_SECRET}\b…{{0,60}}?\b(?:in|into|as|to"
         r"|with|inside|within)\s+(?:the\s+|your\s+|this\s+|its\s+)?(?:[`'\"]?\w+[`'\"]?\s+)?"
         r"(?:response|reply|answer|parameter|argument|field|request|call|query|output|message"
         r"|body|result|metadata|sidenote|notes?|context)\b"),
@@ -250,7 +306,10 @@ _CHECKS: tuple[_Check, ...] = (
         r"|\b(?:curl|wget)\b[^|\n]{0,200}\|\s*(?:sudo\s+)?(?:python3?|node|perl|ruby)\b"
         r"|<\s*script\b[^>]*>\s*[\w$.]+\s*[(=.]|\bdocument\.cookie\b|\bjavascript:\s*\w"
     r"|\b(?:ba|z)?sh\s+-c\s+[\"']?\$\(\s*(?:curl|wget)\b"
-    r"|\b(?:iex|invoke-expression)\b[^\n]{0,60}\b(?:downloadstring|iwr|curl|invoke-webrequest)\b"),
+    r"|\b(?:iex|invoke-expression)\b[^\n]{0,60}\b(?:downloadstring|iwr|curl|invoke-webrequest)\b"
+    # A command that wipes the machine or the home directory.
+    r"|\brm\s+-(?:rf|fr|r\s+-f|f\s+-r)\s+(?:--no-preserve-root\s+)?(?:/|~/?|\$home/?|/\*|\*)"
+    r"(?=\s|$|[;&|'\"`])|\bmkfs\.\w+\s+/dev/|:\(\)\s*\{\s*:\|:&\s*\}\s*;\s*:"),
     # -- persistence: write into the files an agent reads as its own instructions ------------
     # An honest project tool may create such a file, so alone it warns; markup or an order
     # to keep it from the user around it blocks.
@@ -261,6 +320,14 @@ _CHECKS: tuple[_Check, ...] = (
         high=False),
     # -- plain orders with no wrapper: leak a secret in every answer, do something else,
     # send credentials — imperatives an honest description never gives the model.
+    _check("exfiltration", "exfiltration", "asks to answer with a secret",
+        r"\b(?:always|must|should|to)\s+(?:\w+\s+)?(?:respond|reply|answer)\w*\s+(?:\w+\s+)?with\s+"
+        rf"(?:[\w']+\s+){{0,3}}?(?:{_STRONG_SECRET}|creds)\b"),
+    _check("exfiltration", "exfiltration", "asks to answer with a secret file's content",
+        r"(?:^|[.!?:]\s+|\b(?:must|should|always|then|and|to)\s+)(?:respond|reply|answer|output|print"
+        r"|echo|paste|show|return|include)\s+(?:with\s+)?(?:the\s+)?(?:full\s+|entire\s+|raw\s+)?"
+        rf"(?:contents?|text)\s+of\s+(?:the\s+|your\s+|the user's\s+)?(?:{_SECRET_FILE}"
+        r"|\S*(?:id_rsa|id_ed25519|credentials|\.pem)\b)"),
     _check("exfiltration", "exfiltration", "asks to put a secret in every answer",
         r"\b(?:always|every time|in every|in all|each time)\b…{0,40}\b(?:return|include|reveal"
         rf"|output|print|show|leak|echo|append|add|expose|disclose)\w*\s+(?:\w+\s+){{0,2}}?"
@@ -268,7 +335,8 @@ _CHECKS: tuple[_Check, ...] = (
         r"|messages?)\b"),
     _check("exfiltration", "exfiltration", "orders credentials sent",
         r"(?:^|[.!?:>\n]\s*|\b(?:must|should|please|and|then|also|always|first)\s+)"
-        r"(?:send|forward|upload|post|transmit|email|leak|share|submit|hand over)\s+(?:me\s+)?"
+        r"(?:send|forward|upload|post|transmit|email|leak|share|submit|hand over|output|print"
+        r"|reveal|disclose|dump|echo)\s+(?:me\s+)?"
         r"(?:all\s+|any\s+|your\s+|the\s+|their\s+|user\s+)?(?:creds|credentials|passwords?"
         r"|api[ _-]?keys?|secrets|private[ _-]?keys?|ssh[ _-]?keys?|tokens)\b"
         r"(?!…{0,20}\b(?:to|in|as|via|with) (?:the |this |your )?(?:[`'\"]?\w+[`'\"]? )?"
@@ -316,10 +384,14 @@ _CHECKS: tuple[_Check, ...] = (
         r"|user'?s? (?:last |previous )?(?:message|query|input|email))"),
     # -- consent claimed or waived: the user's confirmation taken out of the loop ------------
     _check("override", "hidden_directive", "claims consent the user did not give",
-        r"\b(?:the user|they|the human|the operator) (?:has|have) already (?:approved|authori[sz]ed"
-        r"|consented|agreed|confirmed|granted)\b…{0,30}\b(?:all|every|any|everything|this)\b"
+        r"\b(?:the user|they|the human|the operator) (?:has|have) (?:already )?(?:pre-?approved"
+        r"|pre-?authori[sz]ed|pre-?confirmed|approved|authori[sz]ed|consented|agreed|confirmed"
+        r"|granted)\b…{0,30}\b(?:all|every|any|everything|this)\b(?<!has approved this)"
+        r"(?<!have approved this)"
         r"|\b(?:is|are) (?:fully |pre-?)?authori[sz]ed to (?:run|execute|delete|access|read|send"
         r"|perform) (?:any|all|every|arbitrary)\b"
+        r"|(?<!to )\b(?:skip|bypass|suppress)\s+(?:every|all|any|the)\s+(?:user\s+)?(?:confirmation"
+        r"|approval)s?\b(?!…{0,40}\b(?:read-only|reads?|listing|lookups?|queries)\b)"
         r"|\b(?:do not|don't|never|no need to)\s+(?:\w+\s+)?(?:ask|wait for|seek|request)\s+"
         r"(?:the user\s+|the user's\s+|them\s+)?(?:for\s+)?(?:confirmation|approval|permission"
         r"|consent)\b(?!…{0,40}\b(?:read-only|reads?|listing|lookups?|queries)\b)"),
@@ -335,7 +407,8 @@ _CHECKS: tuple[_Check, ...] = (
         r"|follow|treat)\w*\b…{0,30}\b(?:instructions|commands|orders)\b"),
     # -- the user demoted, a new task given ---------------------------------------------------
     _check("override", "hidden_directive", "demotes the user's instructions",
-        r"\b(?:treat|consider|regard)\s+(?:all\s+|any\s+)?(?:messages|instructions|requests"
+        r"(?:^|[.!?:]\s+|\b(?:must|should|always|then|and)\s+)(?:ignore|disregard)\s+(?:all\s+|any\s+"
+        r"|the\s+)?(?:user|user's|users'|human)\s+(?:requests|instructions|messages|commands|input)\b|\b(?:treat|consider|regard)\s+(?:all\s+|any\s+)?(?:messages|instructions|requests"
         r"|input|prompts)\s+from\s+(?:the\s+)?(?:user|human|operator)s?\s+as\s+(?:untrusted"
         r"|malicious|suspicious|lower priority|optional|suggestions|noise)\b"
         r"|\byour (?:new|real|actual|true|primary|secret) (?:task|goal|objective|mission|purpose"
@@ -356,7 +429,9 @@ _CHECKS: tuple[_Check, ...] = (
         r"\b(?:all|every|any)\s+(?:e-?mails?|messages?|payments?|transfers?|transactions?|funds"
         r"|invoices?)\b…{0,60}\b(?:must|should|shall|will|are to|have to)\b…{0,30}"
         r"\b(?:sent|go|routed|forwarded|redirected|copied|delivered|transferred|paid|bcc)"
-        r"|\b(?:change|replace|redirect|override)\s+the\s+(?:recipient|destination|address"
+        # Not "— to change the recipient, delete and recreate it": a purpose clause says how.
+        r"|(?<![,;:\u2014\u2013-] to )(?<!^to )(?<!\. to )"
+        r"\b(?:change|replace|redirect|override)\s+the\s+(?:recipient|destination|address"
         r"|account|iban|wallet|to field)\b"
         r"|\b(?:always|must|should|make sure|ensure|automatically)\b…{0,30}\b(?:bcc|cc)\b"
         r"…{0,60}\b[\w.+-]{1,64}@[\w-]+\.[\w.]+"
@@ -367,8 +442,8 @@ _CHECKS: tuple[_Check, ...] = (
     _check("steering", "tool_steering", "steers tool choice toward this tool",
         r"\b(?:always|must|should|need to|required to|have to)\s+(?:\w+\s+){0,2}?(?:choose|use"
         r"|call|select|prefer|prioriti[sz]e|consult|try|invoke|run|pick|start with)\s+this\s+"
-        r"(?:tool|function|service|server|one)\b…{0,60}\b(?:first|before any|before all"
-        r"|for (?:all|any|every|each)|above all|no matter)\b"
+        r"(?:tool|function|service|server|one)\b…{0,60}\b(?:first|before (?:any|all)(?!\s+[\w]+-"
+        r"related)|for (?:all|any|every|each)|above all|no matter)\b"
         r"|\b(?:choose|use|call|consult|prioriti[sz]e)\s+this\s+(?:tool|function)\s+"
         r"(?:first|immediately)\b"
         r"|\b(?:must|should) (?:be )?(?:called|used|invoked|consulted|run)\s+(?:first\s+)?"
@@ -376,10 +451,27 @@ _CHECKS: tuple[_Check, ...] = (
         r"|query|question|task|message|prompt|response|answer|conversation)"
         r"|\bas the first step\b…{0,40}\bbefore\b"
         r"|\bbefore (?:asking|answering|responding|providing) (?:any|clarifying)\b"
+        # A call put before every answer: line jumping, unless scoped to a kind of question.
+        r"|\bbefore (?:responding|answering|replying)(?: to (?:the user|anything|any \w+|every \w+"
+        r"|each \w+))?\s*,?\s*(?:you (?:must|should) )?(?:always )?(?:call|use|run|invoke)\b"
+        r"|\b(?:always|must)\s+(?:first\s+)?(?:call|use|run|invoke)\b…{0,60}\bbefore (?:responding"
+        r"|answering|replying)(?: to (?:the user|anything|any \w+|every \w+|each \w+))?"
+        r"\s*(?:[.,;!]|$)"
+        # One named tool forced in place of another, for no stated job.
+        r"|\b(?:always|must|should always)\s+(?:call|use|invoke|run)\s+[`'\"]?[\w.-]+[`'\"]?\s+"
+        r"(?:tool\s+)?instead of\s+[`'\"]?[\w.-]+[`'\"]?(?:\s+tool)?\s*(?:[.!;]|$)"
         r"|\bprioriti[sz]e this (?:tool|function|service) over\b"
         r"|\bbefore (?:invoking|calling|using|running) (?:any|all|other) (?:\w+ )?(?:tools"
         r"|functions|tool|function)\b…{0,30}\b(?:use|call|invoke|run|consult)\s+this\s+"
         r"(?:tool|function)\b"),
+    # Always or only this tool, with no job named anywhere: universal by omission. ("Use this
+    # tool for accessibility questions … always use this tool." names its job elsewhere.)
+    _check("steering", "tool_steering", "asks for this tool always, for no named job",
+        r"\b(?:always|only|must always|should always)\s+(?:prefer|use|choose|pick|select|call)\s+"
+        r"this\s+(?:tool|function|server|one)\s*(?:[.!]|$)"
+        r"|\buse only this (?:tool|function|server)\s*(?:[.!]|$)"
+        r"|\bthis (?:tool|function) (?:must|should) always be (?:selected|used|chosen|called"
+        r"|picked)(?: first)?\s*(?:[.!]|$)"),
     _check("steering", "tool_steering", "hijacks calls meant for other tools",
         r"\b(?:redirect|route|reroute|divert|forward|send|proxy|pipe)\w*\s+(?:all\s+|every\s+"
         r"|any\s+|the\s+|those\s+|these\s+)?(?:\w+\s+)?(?:calls|requests|invocations|traffic"
@@ -512,9 +604,11 @@ _C_NEW_SELF = (
 )
 _C_NO_LIMITS = (
     r"\b(?:without|with no|free (?:of|from)|no)\s+(?:any\s+|the\s+|your\s+|its\s+)?(?:usual\s+"
-    r"|normal\s+)?(?:content|safety|ethical|moral|usage)\s*(?:restrictions|filters|filtering|training"
+    r"|normal\s+)?(?:content|safety|ethical|moral|usage)\s*(?:polic(?:y|ies)|guidelines|restrictions"
+    r"|filters|filtering|training"
     r"|guardrails|censorship|moderation|limitations|boundaries|rules|checks|limits)\b"
-    r"|\b(?:without|with no|free (?:of|from))\s+(?:any\s+)?(?:guardrails|censorship|scruples)\b"
+    r"|\b(?:without|with no|free (?:of|from))\s+(?:any\s+)?(?:guardrails|censorship|scruples"
+    r"|restrictions|limitations|boundaries)\b"
     r"|\b(?:unrestricted|unfiltered|uncensored|jailbroken|unaligned|amoral|unbound)\b"
 )
 _C_AGENT = (
@@ -569,8 +663,11 @@ _C_DONT_TELL = (
     r"\b(?:do not|don't|dont|never|must not|should not|shouldn't|avoid|no need to|not necessary"
     r" to|refrain from)\s+(?:\w+\s+){0,2}?(?:tell\w*|inform\w*|mention\w*|reveal\w*|disclos\w*"
     r"|notify\w*|alert\w*|bring\w* up|rais\w*|acknowledg\w*|surfac\w*|point\w* out"
-    r"|explain\w*|let\w* (?:\w+ )?know)\b(?!\s+(?:\w+\s+)?(?:passwords?|tokens?|keys?|secrets?"
+    r"|explain\w*|let\w* (?:\w+ ){0,2}?know)\b(?!\s+(?:\w+\s+)?(?:passwords?|tokens?|keys?|secrets?"
     r"|credentials?)\b)"
+    # The one not told, then something other than what is kept back: a rule for the answer.
+    r"(?!\s+(?:the\s+)?(?:user|users|them|him|her|anyone|human|customer)\s+(?!(?:about|anything"
+    r"|any|that|this|it|what|how|why|where|you|your|we|of)\b)\w)"
 )
 _C_AUDIENCE = (
     _C_USER + r"|\bthis (?:note|description|instruction|request|step|message|text|section)\b"
@@ -600,6 +697,7 @@ _C_CONVERSATION = (
     r"|channel|api|model|completion|room)\b)|(?:conversation|dialogue|dialog|chat|exchange)s?"
     r" (?:between you|so far|history|log|context|transcript)"
     r"|(?:full|whole|entire|complete|chat|conversation|session) transcripts?"
+    r"|(?:every|each|all|any) (?:of the )?(?:user|user's|human) (?:messages|prompts|inputs|queries)"
     r"|(?:every|each|all|any) (?:of the )?(?:message|messages|prompt|prompts) (?:the user|they"
     r"|you)\b|(?:previous|prior|earlier|past|recent) (?:messages|prompts|turns|exchanges)"
     r"|what (?:the user|they|you) (?:told|said|wrote|typed|asked|shared)"
@@ -632,7 +730,8 @@ _C_SECRET = (
 # Secrets as found, not as asked for: held by the session, the machine or the user.
 _C_AMBIENT = (
     r"\b(?:stored|saved|cached|seen|visible to you|you can (?:see|access|read|find)"
-    r"|you (?:have|hold|'ve got) (?:access to)?|in your possession|appears? in|loaded"
+    r"|you (?:have|hold|'ve got|know(?! (?:of|how|what|which|whether|if))) (?:access to)?"
+    r"|in your possession|appears? in|loaded"
     r"|in the environment|set in (?:the|your)"
     r"|available (?:to you|in)|in (?:your|the) (?:context|session|environment|memory)"
     r"|(?:come|came) across|encountered|so far|earlier|from (?:earlier|previous|other)"
@@ -642,9 +741,15 @@ _C_AMBIENT = (
 _C_MOVE = (
     r"\b(?:send|sent|submit|supply|supplie|attach|include|append|put|pass|paste|provide|echo"
     r"|hand|give|gave|forward|upload|post|share|copy|copie|transmit|relay|report|add|insert"
-    r"|embed|place|write|log|leak|deliver|email|mail|route|mirror|sync|duplicate|replicate|cc"
+    r"|embed|place|write|leak|deliver|email|mail|route|mirror|sync|duplicate|replicate|cc"
     r"|save|store|stick|stuff|plug|feed|slip|tuck|dump"
-    r")(?:s|es|ed|d|ing)?\b"
+    r")(?:s|es|ed|d|ing)?\b(?<!stored)(?<!saved)"
+    # Calling a tool with the data as its arguments.
+    r"|\b(?:call|invoke)\w*\s+[`'\"]?[a-z]+_[a-z0-9_]+[`'\"]?\s+with\b"
+    # "logs out" signs off; "logs the token" moves it.
+    r"|\blog(?:s|ged|ging)?\b(?!\s+(?:out|in|on|into)\b)"
+    # "stored credentials" describes the secret; "stored them in" moves it.
+    r"|\b(?:stored|saved)\s+(?:it|them|this|these|(?:in|into|to|on|as)\b)"
 )
 # Where data leaves: a parameter, this tool, or an address outside.
 _C_SINK = (
@@ -654,6 +759,7 @@ _C_SINK = (
     r"|\b(?:to|into|through|via) (?:this|the) (?:tool|function|call)\b|https?://|ftp://"
     r"|[\w.+-]{1,64}@[\w-]+\.[a-z]{2,}|\bendpoint\b|\bwebhook\b|`\w+`"
     # a tool or parameter named like one (`log_event`): the data goes through another call
+    r"|\b(?:call|calls|calling|invoke|invoking)\s+[`'\"]?[a-z]+_[a-z0-9_]+[`'\"]?\s+with\b"
     r"|\b(?:to|into|via|with|through|using)\s+(?:the\s+)?['\"`]?[a-z]+_[a-z0-9_]+\b"
 )
 # Choosing tools: this tool over every other, for every request.
@@ -680,7 +786,11 @@ _C_EXCLUSIVE = (
     r"|questions?|tasks?|conversations?|situations?|cases?|times?|turns?|messages?|prompts?"
     r"|chats?|sessions?)|no matter|regardless|whatever|the only|exclusively|only ever"
     r"|ever be used|over (?:anything|everything|the user)|at all times|in all cases|no exceptions"
-    r"|(?:of|among) all|anything (?:the user|they) (?:says|asks|writes|types))\b"
+    # Of all the tools, not "an overview of all active alarms".
+    r"|(?:of|among) all (?:the )?(?:other )?(?:(?:tools|functions|options|alternatives|servers"
+    r"|services|others|calculators|converters|readers|providers|plugins)\b"
+    r"|[\w-]+ (?:available|you (?:have|can|could)))"
+    r"|anything (?:the user|they) (?:says|asks|writes|types))\b"
 )
 # This tool over the others: steering, unless the sentence scopes it to one job ("always use
 # this instead of other tools for translating documents" is how honest servers say what they
@@ -863,7 +973,9 @@ def _frame_hit(text: str, frame: _Frame) -> Hit | None:
                 continue
             if check == "steering" and _USERS_REQUEST.search(sentence):
                 continue
-            if check == "exfiltration" and _DENIAL.search(sentence[: first + 40]):
+            if check == "exfiltration" and _DENIAL.search(_whole_words(sentence, first + 40)):
+                continue
+            if not _ordered(sentence[:first], sentence[first:], check):
                 continue
             if check == "redirect" and _EXAMPLE.search(sentence):
                 continue
@@ -879,13 +991,20 @@ def directives(reading: Reading) -> Iterator[Hit]:
         for match in pattern.finditer(text):
             if _negated_here(text, match.start(), check):
                 break
+            before = text[_sentence_start(text, match.start()) : match.start()]
+            if not _ordered(before, _rest_of_sentence(text, match.start()), check):
+                continue
             if check == "steering" and _on_users_request(text, match.start()):
+                continue
+            if reason == _BY_OMISSION and _JOB_NAMED.search(text):
                 continue
             if check == "code_execution" and _PIPE_TO_SHELL.match(match.group()):
                 # An install line in a README is for people; an order to run it is not.
                 begin = text.rfind(". ", 0, match.start()) + 1
                 sentence = text[begin : match.end()]
-                high = bool(_RUN_ORDER.search(sentence))
+                # Over plain http anyone on the path chooses what runs: no honest install
+                # line pipes that into a shell.
+                high = bool(_RUN_ORDER.search(sentence)) or "http://" in match.group()
             yield Hit(check, code, high, reason, match.start(), match.end())
             break
     for frame in _FRAMES:
@@ -902,6 +1021,10 @@ def directives(reading: Reading) -> Iterator[Hit]:
         )  # fmt: skip
 
 
+_BY_OMISSION = "asks for this tool always, for no named job"
+_JOB_NAMED = re.compile(
+    r"\b(?:use|call|invoke|choose) this (?:tool|function|server) (?:for|when|if|to)\b"
+)
 _PIPE_TO_SHELL = re.compile(r"\b(?:curl|wget|iwr|invoke-webrequest)\b")
 _RUN_ORDER = re.compile(
     r"(?<!users )(?<!user )(?<!they )(?<!people )(?<!developers )(?<!you can )(?<!you may )"
@@ -912,7 +1035,10 @@ _RUN_ORDER = re.compile(
 def _negated_here(text: str, start: int, check: str) -> bool:
     """Whether an exfiltration match sits in a sentence that denies it ("this tool never
     reads ~/.ssh/id_rsa")."""
-    return check == "exfiltration" and bool(_DENIAL.search(_sentence_around(text, start, 40)))
+    if check != "exfiltration":
+        return False
+    reach = len(_sentence_around(text, start, 40))
+    return bool(_DENIAL.search(_whole_words(_sentence_around(text, start, 80), reach)))
 
 
 # "If the user asks to give feedback, call this tool immediately" is usage guidance: the
@@ -934,6 +1060,59 @@ def _on_users_request(text: str, start: int) -> bool:
             _sentence_around(text, start, len(_rest_of_sentence(text, start, 400)))
         )
     )
+
+
+# Words that make what follows a thing looked for, not an order: a scanner's or a honeypot's
+# description ("flags attempts to override your system prompt", "checks against phrases such
+# as 'ignore previous instructions'", "signs of data exfiltration").
+_MENTIONED = re.compile(
+    r"\b(?:detect\w*|flags?|flagg\w+|(?:signs?|traces?|evidence|indicators?) of"
+    r"|scan\w* (?:for|against)|checks? (?:for|against)"
+    r"|attempts? (?:to|at)|tr(?:y|ies|ying) to|forbidden|blocklist\w*|denylist\w*|honeypot"
+    r"|catch\w*|guards? against|protects? against|resist\w*|phrases? (?:like|such as)"
+    r"|patterns? (?:like|such as)|injection attempts?|prompt[- ]injections?)\b"
+)
+# A prohibition of the act ("the tool must never override system instructions", "never allow
+# imported text to override system rules") forbids what an injection would order.
+_FORBIDS = re.compile(
+    r"\b(?:never|not|must not|mustn't|don't|do not|cannot|can't|won't|should not|shouldn't)\b"
+    r"(?:\s+\S+){0,4}\s*$"
+)
+# Overriding by a setting ("override the default system instructions via config") is a feature
+# of the product, not an order to the model.
+_BY_SETTING = re.compile(
+    r"^…{0,60}\b(?:via|through|using|in) (?:the |a |your )?(?:config\w*|settings?|options?|flags?"
+    r"|environment variables?)\b".replace("…", r"[^.!?]")
+)
+
+
+def _ordered(before: str, after: str, check: str) -> bool:
+    """Whether a match of `check` is an order, given its sentence up to the match (`before`)
+    and from it on (`after`): not when the sentence says it is looked for, forbidden, or done
+    by a setting."""
+    if check in ("override", "exfiltration", "concealment") and _MENTIONED.search(before):
+        return False
+    forbidden = bool(_FORBIDS.search(before) or _BY_SETTING.search(after))
+    return not (check == "override" and forbidden)
+
+
+def _whole_words(text: str, end: int) -> str:
+    """`text` up to `end`, and on to the end of the word there: a cut inside "notes" must not
+    leave a "not"."""
+    rest = re.match(r"\w*", text[end:])
+    return text[: end + (len(rest.group()) if rest else 0)]
+
+
+_LOOK_BACK = 300
+"""How far back a match's sentence is read for words that make it no order: bounded, so that
+a 32 KiB string with no full stop and a match every few words is still read in linear time."""
+
+
+def _sentence_start(text: str, start: int) -> int:
+    """Where the sentence holding `start` begins, at most `_LOOK_BACK` characters back."""
+    floor = max(0, start - _LOOK_BACK)
+    found = max(text.rfind(mark, floor, start) for mark in (". ", "! ", "? ", "; "))
+    return found + 2 if found >= 0 else floor
 
 
 def _sentence_around(text: str, start: int, after: int = 0) -> str:
@@ -958,7 +1137,7 @@ def _rest_of_sentence(text: str, end: int, limit: int = 80) -> str:
 
 # Words after a path that refuse it ('hidden directories (e.g. "~/.ssh") are rejected').
 _REFUSED = re.compile(
-    r"\b(?:rejected|refused|blocked|denied|forbidden|disallowed|prohibited|excluded|ignored"
+    r"\b(?:rejected|refused|blocked|denied|forbidden|disallowed|prohibited|excluded|ignored|skipped"
     r"|not (?:allowed|permitted|accessible|accessed|read|touched))\b"
 )
 _DENIAL = re.compile(r"\b(?:never|not|no|without|doesn't|does not|won't|cannot|nothing)\b")
@@ -967,7 +1146,7 @@ _CREDENTIALS = re.compile(
     r"|docker|azure|config/gcloud|npmrc|pypirc|netrc|git-credentials|bash_history"
     r"|zsh_history|env|cursor|vscode|bashrc|zshrc|profile)"
     r"|\.ssh/|\.ssh (?:folder|directory|dir)\b"
-    r"|(?<![a-z0-9])id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?(?![a-z0-9])"
+    r"|(?<![a-z0-9])id_(?:rsa|dsa|ecdsa|ed25519)(?!\.pub)(?![a-z0-9])"
     r"|\bauthorized_keys\b|\.aws/(?:credentials|config)\b|/etc/(?:passwd|shadow|sudoers|ssh/)"
     r"|(?<![\w.])\.env(?:\.(?:local|production|prod|development|dev))?(?![\w-])"
     r"|\bmcp\.json\b|\bclaude_desktop_config\.json\b|\.cursor/|\.npmrc\b|\.pypirc\b|\.netrc\b"
@@ -1005,10 +1184,11 @@ def _first_sentence_end(text: str) -> int:
 def credential_path(reading: Reading) -> Hit | None:
     """A credential file named anywhere, unless its sentence denies touching it."""
     for match in _CREDENTIALS.finditer(reading.text):
-        if _DENIAL.search(_clause_before(reading.text, match.start())) or _REFUSED.search(
-            _rest_of_sentence(reading.text, match.end())
-        ):
+        clause = _clause_before(reading.text, match.start())[-_LOOK_BACK:]
+        if _DENIAL.search(clause) or _REFUSED.search(_rest_of_sentence(reading.text, match.end())):
             continue
+        if _MENTIONED.search(clause[-120:]):
+            continue  # "a honeypot that records any attempt to read ~/.aws/credentials"
         # ~/.ssh/config and known_hosts name hosts, not keys: a tool managing SSH hosts
         # mentions them honestly.
         whole = match.group() + reading.text[match.end() : match.end() + 16]
@@ -1097,6 +1277,19 @@ _MODEL_IMPERATIVE = _rx(
     # An order to run a shell command carried in the text.
     r"|\b(?:run|execute)\s+(?:the\s+following|this)\s+(?:shell\s+|terminal\s+|bash\s+)?"
     r"(?:command|script)\b"
+    # An order under the model's name ("assistant: also call delete_file").
+    # ("Note to LLM: use …" is the note check's, which warns on its own.)
+    rf"|(?<!to )(?<!for )\b{_AI}\s*:\s*(?:please\s+)?(?:also\s+|now\s+|first\s+|always\s+)?"
+    r"(?:call|run|invoke|use"
+    r"|send|ignore|delete|read|execute|do|forward|include|reply|respond|answer)\b"
+    # An order to read a secret, with nothing yet said about where it goes.
+    r"|(?:^|[.!?:]\s+)(?:first\s+)?(?:read|open|cat|load|fetch)\s+(?:the\s+|your\s+|the user's\s+)?"
+    r"(?:ssh keys?|private keys?|api keys?|credentials|passwords?|secrets?|tokens|\.env\b)"
+    # A bare order to obey, or to hand over or wipe everything.
+    r"|(?:^|[.!?:]\s+)(?:obey|comply)\s*(?:[.!]|$)"
+    r"|(?:^|[.!?:]\s+)(?:always\s+|also\s+|now\s+)?(?:send|upload|forward|leak|return|reveal"
+    r"|output|delete|remove|erase|wipe)\s+(?:all|every|everything|any|(?:\w+\s+)?(?:sensitive"
+    r"|private|confidential|secret))\b"
 )
 
 

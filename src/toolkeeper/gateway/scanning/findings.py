@@ -63,6 +63,7 @@ from toolkeeper.gateway.scanning.structure import (
     tool_reference,
 )
 from toolkeeper.gateway.scanning.text import (
+    Marker,
     Reading,
     encoded_runs,
     excerpt,
@@ -75,7 +76,14 @@ from toolkeeper.gateway.scanning.text import strings as definition_strings
 
 ScanAction = Literal["block", "warn"]
 
-_HIDING = re.compile(r"(?i)hidden|secret|invisible|do not show|don't show|not visible")
+_HIDING = re.compile(
+    r"(?i)hidden|secret|invisible|do not show|don't show|not visible|display\s*:\s*none"
+    r"|visibility\s*:\s*hidden|font-size\s*:\s*0|opacity\s*:\s*0(?![.\d]*[1-9])"
+)
+# Markup that names itself an override ("SYSTEM OVERRIDE:", `<override>`) claims to replace
+# the model's instructions, whatever follows it.
+_OVERRIDING = re.compile(r"(?i)override|jailbreak|god ?mode|unlock")
+_TAG_NAME = re.compile(r"<\s*([\w:-]+)")
 
 
 class Severity(StrEnum):
@@ -173,6 +181,11 @@ def scan_tool(
             found[(item.check, path)] = finding
 
     own = set(known_tools.get(server, ()))
+    # A name the definition itself defines (a parameter, an enum value: "`add` adds the given
+    # tags") refers to that, not to another server's tool of the same name; a boolean
+    # parameter is a switch, which carries no text to the model whatever it is called.
+    switches: set[str] = set()
+    _schema_words([tool.get("inputSchema"), tool.get("outputSchema")], switches, own)
     reference = tool_reference(
         frozenset(
             (other, tool_name)
@@ -212,7 +225,7 @@ def scan_tool(
             )  # fmt: skip
             add(path, raw, oversized, Severity.MEDIUM, "")
         if is_name:
-            _scan_name(path, raw, server, known_tools, add)
+            _scan_name(path, raw, server, known_tools, add, switch=raw in switches)
             continue
         reading = read(raw)
         _scan_text(path, reading, reference, add)
@@ -294,8 +307,9 @@ def _scan_text(path: str, reading: Reading, reference: ToolReference | None, add
             (
                 m
                 for m in reading.markers
-                if m.kind in ("pseudo-system tag", "bracket marker")
+                if m.kind in ("pseudo-system tag", "bracket marker", "hidden html")
                 and _HIDING.search(reading.raw[m.start : m.end])
+                and _wraps(reading.raw, m)
             ),
             None,
         )
@@ -307,6 +321,17 @@ def _scan_text(path: str, reading: Reading, reference: ToolReference | None, add
             )  # fmt: skip
             add(path, reading.raw, hidden, Severity.HIGH, "")
             return
+        overriding = next(
+            (m for m in reading.markers if _OVERRIDING.search(reading.raw[m.start : m.end])), None
+        )
+        if overriding is not None:
+            claim = Flaw(
+                "override", "hidden_directive", True,
+                "markup that declares it overrides the model's instructions",
+                overriding.start, overriding.end,
+            )  # fmt: skip
+            add(path, reading.raw, claim, Severity.HIGH, "")
+            return
         first = reading.markers[0]
         markup = Flaw(
             "markup", "markup", False,
@@ -316,12 +341,50 @@ def _scan_text(path: str, reading: Reading, reference: ToolReference | None, add
         add(path, reading.raw, markup, Severity.MEDIUM, "")
 
 
+def _wraps(raw: str, marker: Marker) -> bool:
+    """Whether a marker wraps text: a tag is closed later (`<secret>…</secret>`); a lone
+    `<secret>` is a placeholder ("use <secret> placeholders", `?s=<secret>` in a URL)."""
+    opened = raw[marker.start : marker.end]
+    name = _TAG_NAME.match(opened)
+    if name is None or opened.lstrip("<").lstrip().startswith("/"):
+        return True
+    return f"</{name.group(1).lower()}" in raw[marker.end :].lower().replace("< /", "</")
+
+
+def _schema_words(root: Any, switches: set[str], identifiers: set[str]) -> None:
+    """Collect the definition's own parameter names and enum values (`identifiers`) and the
+    names of its boolean parameters (`switches`), at any depth of the schema — without
+    recursion, since a schema may nest thousands of levels deep."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        props = node.get("properties")
+        if isinstance(props, dict):
+            for prop, sub in props.items():
+                identifiers.add(str(prop))
+                kinds = sub.get("type") if isinstance(sub, dict) else None
+                kinds = [kinds] if isinstance(kinds, str) else kinds
+                if isinstance(kinds, list) and set(kinds) - {"null"} == {"boolean"}:
+                    switches.add(str(prop))
+        enum = node.get("enum")
+        if isinstance(enum, list):
+            identifiers.update(str(value) for value in enum if isinstance(value, str))
+        stack.extend(node.values())
+
+
 def _scan_name(
     path: str,
     raw: str,
     server: str,
     known_tools: Mapping[str, Collection[str]],
     add: _Add,
+    *,
+    switch: bool = False,
 ) -> None:
     """Names: the tool's own is checked for disguise and imitation; parameter names and
     unknown keys are also read as the sentences they may be."""
@@ -331,11 +394,13 @@ def _scan_name(
         if flaw := imitated_name(raw, server, known_tools):
             add(path, raw, flaw, Severity.HIGH, "")
         return
-    if flaw := instruction_name(raw):
+    if not switch and (flaw := instruction_name(raw)):
         add(path, raw, flaw, Severity.HIGH, "")
     if hit := credential_path(read(raw)):
         whole = Hit(hit.check, hit.code, hit.high, hit.reason, 0, len(raw))
         add(path, raw, whole, Severity.HIGH, "")
     for hit in directives(read(humanize(raw))):
+        if switch and hit.code == "exfiltration":
+            continue  # true or false is all that can leave through a switch
         whole = Hit(hit.check, hit.code, hit.high, hit.reason, 0, len(raw))
         add(path, raw, whole, Severity.HIGH if hit.high else Severity.MEDIUM, "")

@@ -36,7 +36,11 @@ class Flaw:
 
 def invisible(raw: str) -> Flaw | None:
     """Characters that render as nothing, with what tag characters spell out."""
-    hidden = [i for i, ch in enumerate(raw) if is_hidden(ch) and not _emoji_joiner(raw, i)]
+    hidden = [
+        i
+        for i, ch in enumerate(raw)
+        if is_hidden(ch) and not _emoji_joiner(raw, i) and not _orthographic(raw, i)
+    ]
     if not hidden:
         return None
     chars = [raw[i] for i in hidden]
@@ -46,6 +50,32 @@ def invisible(raw: str) -> Flaw | None:
     if tags:
         reason += f"; tag characters spell {tags[:120]!r}"
     return Flaw("invisible", "invisible_unicode", True, reason, hidden[0], hidden[-1] + 1)
+
+
+# Marks that do not reorder or hide text but are part of writing some scripts: a zero-width
+# (non-)joiner between two letters of a script that shapes its letters (Persian
+# "محاسبه‌ی", Hindi conjuncts), a left-to-right or right-to-left mark beside a letter of a
+# right-to-left script. Between Latin letters the same characters only hide.
+_JOINERS = frozenset("\u200c\u200d")
+_DIRECTION_MARKS = frozenset("\u200e\u200f\u061c")
+_SHAPING_SCRIPTS = frozenset(
+    {"ARABIC", "HEBREW", "SYRIAC", "DEVANAGARI", "BENGALI", "GURMUKHI", "GUJARATI", "ORIYA",
+     "TAMIL", "TELUGU", "KANNADA", "MALAYALAM", "SINHALA", "THAI", "KHMER", "MYANMAR"}
+)  # fmt: skip
+_RIGHT_TO_LEFT = frozenset({"ARABIC", "HEBREW", "SYRIAC", "THAANA", "NKO"})
+
+
+def _orthographic(text: str, index: int) -> bool:
+    """A joiner or direction mark used as the writing of its script needs it."""
+    char = text[index]
+    # By character name, so that a vowel sign or virama counts as its script's.
+    before = unicodedata.name(text[index - 1], "").split(" ", 1)[0] if index > 0 else ""
+    after = unicodedata.name(text[index + 1], "").split(" ", 1)[0] if index + 1 < len(text) else ""
+    if char in _JOINERS:
+        return before in _SHAPING_SCRIPTS and after in _SHAPING_SCRIPTS
+    if char in _DIRECTION_MARKS:
+        return before in _RIGHT_TO_LEFT or after in _RIGHT_TO_LEFT
+    return False
 
 
 def _emoji_joiner(text: str, index: int) -> bool:
@@ -197,7 +227,8 @@ _ABOUT_CONVERSATION = re.compile(
 _SOMEONES = re.compile(r"\b(?:you|your|user|they|their|tools?|previous|prior|earlier)\b")
 # A dot-directory of the home directory, not any path under it (`~/projects/app.apk`).
 _SECRET_PATH = re.compile(
-    r"~/\.|/etc/|\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)|\.aws/|\.env\b|\.npmrc|\.netrc|\.kube/"
+    r"~/\.|/etc/|\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)|(?<![\w-])\.aws/|\.env\b|\.npmrc|\.netrc"
+    r"|\.kube/"
     r"|mcp\.json|bash_history"
 )
 

@@ -227,6 +227,15 @@ _MARKUP: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("html comment", re.compile(r"<!--|-->")),
     (
+        # An element styled not to render: what it holds reaches the model, not the reader.
+        "hidden html",
+        re.compile(
+            r"<\s*[a-z][\w-]*\s[^<>]{0,200}?style\s*=\s*[\"'][^\"'<>]{0,200}?(?:display\s*:\s*none"
+            r"|visibility\s*:\s*hidden|font-size\s*:\s*0(?:px|pt|em)?\b|opacity\s*:\s*0(?:\.0+)?\b)"
+            r"[^<>]{0,200}>"
+        ),
+    ),
+    (
         "json injection key",
         re.compile(
             r"\"_?(?:system|instruction|prompt|priority|override|injection|hidden|command)"
@@ -279,8 +288,14 @@ def _fold(raw: str) -> tuple[list[str], list[int]]:
 
 @functools.lru_cache(maxsize=8192)
 def _folded(char: str) -> str:
-    """One character as read: nothing if it renders as nothing, else NFKC and lower case."""
+    """One character as read: nothing if it renders as nothing, else NFKC and lower case;
+    a typographic apostrophe is the ASCII one ("don’t" is "don't" to a model)."""
+    if char in _APOSTROPHES:
+        return "'"
     return "" if is_hidden(char) else unicodedata.normalize("NFKC", char).lower()
+
+
+_APOSTROPHES = frozenset("\u2018\u2019\u02bc")
 
 
 def _mixed_script_words(text: str) -> frozenset[int]:
