@@ -113,8 +113,8 @@ def test_the_eval_splits_share_no_source_and_carry_provenance() -> None:
     origin of a file the index gave no repository for), so a rule fitted to one source's
     phrasing is not rewarded on another split. report4 was measured once held out
     (766c457) and tuned on by the fifth rework, so it is tuning data like the others;
-    report5 was measured once held out (c08be61), and report6 is held out until it is measured
-    once: both are read here only for their provenance."""
+    report5 was measured once held out (c08be61) and report6 likewise (3e7943d): both are
+    read here only for their provenance."""
     splits = ("tuning", "report", "report2", "report3", "report4", "report5", "report6")
     sources: dict[str, set[str]] = {split: set() for split in splits}
     ids: set[str] = set()
