@@ -43,7 +43,9 @@ from tests.bfcl_data import bfcl_data_dir  # noqa: E402
 
 from toolkeeper import Harness, Principal  # noqa: E402
 from toolkeeper.contract.model import ToolContract  # noqa: E402
-from toolkeeper.importers.formats import from_bfcl_function  # noqa: E402
+from toolkeeper.importers.formats import from_bfcl_function, from_openai_function  # noqa: E402
+
+DATA = ROOT / "benchmarks" / "data"
 
 CATEGORIES = {
     "simple_python": "python",
@@ -74,6 +76,7 @@ class Catalog:
     name: str
     contracts: list[ToolContract]
     queries: list[Query]
+    source: str = "BFCL"
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -154,7 +157,56 @@ def multi_turn_catalog() -> Catalog:
     return Catalog("multi_turn_base", list(contracts.values()), queries)
 
 
-def catalogs() -> list[Catalog]:
+def tool_id(name: str) -> str:
+    """The contract id of a MetaTool or τ-bench tool name. Every name is one but MetaTool's
+    ``PDF&URLTool``: ``&`` is no id character, so it is written ``_and_`` (``PDF_and_URLTool``).
+    No source name holds ``_and_``, so the id maps back to the name by the reverse
+    replacement; `metatool_catalog` checks that."""
+    return name.replace("&", "_and_")
+
+
+def metatool_catalog() -> Catalog:
+    """MetaTool (benchmarks/data/metatool.json): its 199 tools, each a name and a one-line
+    description with no parameters, and its multi-tool queries, each naming the two tools it
+    needs."""
+    data = json.loads((DATA / "metatool.json").read_text())
+    names = [tool["name"] for tool in data["tools"]]
+    ids = {name: tool_id(name) for name in names}
+    if len(set(ids.values())) != len(names) or any("_and_" in name for name in names):
+        raise ValueError("metatool.json: the name-to-id map is no longer one-to-one")
+    contracts = [
+        from_openai_function(
+            {"name": tool["name"], "description": tool["description"]}, id=ids[tool["name"]]
+        )
+        for tool in data["tools"]
+    ]
+    queries = [
+        Query(q["id"], q["query"], frozenset(ids[name] for name in q["tools"]))
+        for q in data["multi_tool_queries"]
+    ]
+    return Catalog("metatool_multi", contracts, queries, "MetaTool")
+
+
+def taubench_catalogs() -> list[Catalog]:
+    """τ-bench (benchmarks/data/taubench.json), one catalog per domain: the domain's tools as
+    their ``get_info()`` schemas give them, and each test task's user instruction as a query
+    whose relevant set is the distinct tools of the task's gold actions."""
+    data = json.loads((DATA / "taubench.json").read_text())
+    result = []
+    for domain, content in data["domains"].items():
+        contracts = [
+            from_openai_function({"type": "function", "function": tool}, id=tool_id(tool["name"]))
+            for tool in content["tools"]
+        ]
+        queries = [
+            Query(q["id"], q["instruction"], frozenset(tool_id(name) for name in q["tools"]))
+            for q in content["queries"]
+        ]
+        result.append(Catalog(f"taubench_{domain}", contracts, queries, "τ-bench"))
+    return result
+
+
+def bfcl_catalogs() -> list[Catalog]:
     single = {c: bfcl_catalog(c, language) for c, language in CATEGORIES.items()}
     multiple = [single[c] for c in single if "multiple" in c]
     return [
@@ -163,6 +215,12 @@ def catalogs() -> list[Catalog]:
         pooled("pooled_all", list(single.values())),
         multi_turn_catalog(),
     ]
+
+
+def catalogs() -> list[Catalog]:
+    """Every retrieval catalog: BFCL's, then MetaTool's and τ-bench's, whose requests seldom
+    name the tool they need."""
+    return [*bfcl_catalogs(), metatool_catalog(), *taubench_catalogs()]
 
 
 def ndcg_at(ranked: list[str], relevant: frozenset[str], k: int = 10) -> float:
@@ -206,7 +264,7 @@ def big_catalog(size: int) -> list[ToolContract]:
 
     unique: dict[str, ToolContract] = {}
     for catalog in [
-        *catalogs(),
+        *bfcl_catalogs(),
         Catalog("mcp", load_catalog(ROOT / "tests/lint/catalogs").contracts, []),
     ]:
         for contract in catalog.contracts:
@@ -238,7 +296,7 @@ def latency(size: int, rankers: list[str], home: Path) -> None:
     tools = big_catalog(size)
     harness = harness_of(tools, home)
     view = harness.views.view(None)
-    queries = [q.text for c in catalogs() for q in c.queries if q.split == "report"][:1000]
+    queries = [q.text for c in bfcl_catalogs() for q in c.queries if q.split == "report"][:1000]
     print(f"\nlatency at {len(tools)} tools, {len(queries)} report queries, rankers alternating")
     builds: dict[str, list[tuple[float, float]]] = {r: [] for r in rankers}
     warm: dict[str, tuple[float, float]] = {}
@@ -341,11 +399,13 @@ def retrieval(args: argparse.Namespace, rankers: list[str], tmp: Path) -> None:
     print(f"retrieval, {args.split} split")
     print(f"{'catalog':24} {'tools':>5} {'q':>4}  " + "  ".join(f"{r:>22}" for r in rankers))
     totals: dict[str, list[float]] = {r: [] for r in rankers}
+    sources: list[str] = []
     for catalog in catalogs():
         category = catalog.name
         if args.only and category not in args.only.split(","):
             continue
         result = evaluate(catalog, rankers, args.split, tmp / category)
+        sources.append(catalog.source)
         cells = []
         for ranker in rankers:
             f = result["figures"][ranker]
@@ -362,6 +422,14 @@ def retrieval(args: argparse.Namespace, rankers: list[str], tmp: Path) -> None:
             f"worst catalog {worst:+5.1f}; nDCG@10 ratio to {rankers[0]} per catalog "
             + " ".join(f"{r:.3f}" for r in ratios)
             + f", mean {statistics.fmean(ratios):.3f}"
+        )
+    for source in dict.fromkeys(sources):  # the means of each source's catalogs apart
+        picked = [i for i, s in enumerate(sources) if s == source]
+        print(
+            f"mean nDCG@10 over the {source} catalogs: "
+            + ", ".join(
+                f"{r} {statistics.fmean(totals[r][i] for i in picked):.1f}" for r in rankers
+            )
         )
 
 
