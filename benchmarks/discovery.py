@@ -5,17 +5,27 @@ Run: python benchmarks/discovery.py [--split report|tuning|all] [--rankers bm25,
 Retrieval. Each BFCL category (Berkeley Function Calling Leaderboard, Apache-2.0, taken from
 the ``bfcl-eval`` wheel as tests/bfcl_data.py does) becomes one catalog: every function doc of
 the category's entries, pooled and deduplicated by name; each entry's first user turn is a
-query and the functions of its ground truth are the relevant tools. Queries are split by a
-hash of their entry id: ``tuning`` (even) is what the default ranker's weights were chosen on,
-``report`` (odd) is what the goals are judged on. For each ranker, in the same run and over
-the same text: nDCG@10, recall@5, and the share of queries whose whole relevant set is in the
-top 5. Rankers: ``bm25`` (plain BM25, bm25s tokenizer, no stemming, no stop words, all fields
-as one text), ``lexical`` (the default) and ``hybrid`` (the ``discovery-embed`` extra).
+query and the functions of its ground truth are the relevant tools. A BFCL request tends to
+name the function it needs, so two public sets whose requests seldom do are read too, from
+benchmarks/data (its README gives sources, commits and licences): MetaTool (MIT) — 199
+one-line tool descriptions without parameters, under ``metatool_multi`` (its 497 multi-tool
+queries, two tools each) and ``metatool_single`` (1,072 of its single-tool queries, a fixed
+sample) — and τ-bench (MIT) — ``taubench_retail`` and ``taubench_airline``, each domain's
+tools as their ``get_info()`` schemas give them, every test task with gold actions a query
+(the user's scenario) whose relevant set is the distinct tools of those actions. A tool name
+that is no contract id is mapped by `tool_id`. Queries are split by a hash of their id:
+``tuning`` (even) is what the default ranker's weights were chosen on, ``report`` (odd) is what
+the goals are judged on. For each ranker, in the same run and over the same text: nDCG@10,
+recall@5, and the share of queries whose whole relevant set is in the top 5; the mean
+nDCG@10 is over every catalog, then over each source's catalogs apart. Rankers: ``bm25``
+(plain BM25, bm25s tokenizer, no stemming, no stop words, all fields as one text),
+``lexical`` (the default) and ``hybrid`` (the ``discovery-embed`` extra).
 
 Latency. A 5,000-tool catalog (every BFCL function plus the public MCP listings in
 tests/lint/catalogs, repeated under new ids to reach 5,000), registered in a harness: index
 build time (every tool analysed, then the ranking structure of the visible set) and p50/p95
-search time for the report queries, the rankers alternating query by query.
+search time for the BFCL report queries, the rankers alternating query by query. (The
+MetaTool and τ-bench catalogs stay out of it, so the figures compare with earlier runs.)
 
 Context. A 500-tool catalog: tokens (cl100k_base) of the tools rendered for the first turn in
 full, against the discovery first turn — the catalog summary, the always-loaded set and the
@@ -161,14 +171,15 @@ def tool_id(name: str) -> str:
     """The contract id of a MetaTool or τ-bench tool name. Every name is one but MetaTool's
     ``PDF&URLTool``: ``&`` is no id character, so it is written ``_and_`` (``PDF_and_URLTool``).
     No source name holds ``_and_``, so the id maps back to the name by the reverse
-    replacement; `metatool_catalog` checks that."""
+    replacement; `metatool_catalogs` checks that."""
     return name.replace("&", "_and_")
 
 
-def metatool_catalog() -> Catalog:
+def metatool_catalogs() -> list[Catalog]:
     """MetaTool (benchmarks/data/metatool.json): its 199 tools, each a name and a one-line
-    description with no parameters, and its multi-tool queries, each naming the two tools it
-    needs."""
+    description with no parameters, under two query sets — ``metatool_multi``, the
+    multi-tool queries, each needing two tools, and ``metatool_single``, a fixed sample of
+    the single-tool queries (the data README says which rows)."""
     data = json.loads((DATA / "metatool.json").read_text())
     names = [tool["name"] for tool in data["tools"]]
     ids = {name: tool_id(name) for name in names}
@@ -180,11 +191,18 @@ def metatool_catalog() -> Catalog:
         )
         for tool in data["tools"]
     ]
-    queries = [
-        Query(q["id"], q["query"], frozenset(ids[name] for name in q["tools"]))
-        for q in data["multi_tool_queries"]
+    return [
+        Catalog(
+            f"metatool_{kind}",
+            contracts,
+            [
+                Query(q["id"], q["query"], frozenset(ids[name] for name in q["tools"]))
+                for q in data[f"{kind}_tool_queries"]
+            ],
+            "MetaTool",
+        )
+        for kind in ("multi", "single")
     ]
-    return Catalog("metatool_multi", contracts, queries, "MetaTool")
 
 
 def taubench_catalogs() -> list[Catalog]:
@@ -220,7 +238,7 @@ def bfcl_catalogs() -> list[Catalog]:
 def catalogs() -> list[Catalog]:
     """Every retrieval catalog: BFCL's, then MetaTool's and τ-bench's, whose requests seldom
     name the tool they need."""
-    return [*bfcl_catalogs(), metatool_catalog(), *taubench_catalogs()]
+    return [*bfcl_catalogs(), *metatool_catalogs(), *taubench_catalogs()]
 
 
 def ndcg_at(ranked: list[str], relevant: frozenset[str], k: int = 10) -> float:

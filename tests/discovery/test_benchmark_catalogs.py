@@ -33,13 +33,14 @@ BENCH = _benchmark()
 # name: (tools, queries, tuning queries)
 EXPECTED = {
     "metatool_multi": (199, 497, 244),
+    "metatool_single": (199, 1072, 555),
     "taubench_retail": (16, 113, 60),
     "taubench_airline": (14, 43, 18),
 }
 
 
 def _catalogs() -> dict[str, Any]:
-    return {c.name: c for c in [BENCH.metatool_catalog(), *BENCH.taubench_catalogs()]}
+    return {c.name: c for c in [*BENCH.metatool_catalogs(), *BENCH.taubench_catalogs()]}
 
 
 def test_counts_and_every_relevant_tool_in_its_catalog() -> None:
@@ -55,6 +56,7 @@ def test_counts_and_every_relevant_tool_in_its_catalog() -> None:
             assert query.text.strip() and query.relevant
             assert query.relevant <= ids, (query.id, query.relevant - ids)
     assert all(len(q.relevant) == 2 for q in catalogs["metatool_multi"].queries)
+    assert all(len(q.relevant) == 1 for q in catalogs["metatool_single"].queries)
 
 
 def test_the_one_illegal_name_maps_to_an_id_and_back() -> None:
