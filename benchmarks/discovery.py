@@ -5,17 +5,27 @@ Run: python benchmarks/discovery.py [--split report|tuning|all] [--rankers bm25,
 Retrieval. Each BFCL category (Berkeley Function Calling Leaderboard, Apache-2.0, taken from
 the ``bfcl-eval`` wheel as tests/bfcl_data.py does) becomes one catalog: every function doc of
 the category's entries, pooled and deduplicated by name; each entry's first user turn is a
-query and the functions of its ground truth are the relevant tools. Queries are split by a
-hash of their entry id: ``tuning`` (even) is what the default ranker's weights were chosen on,
-``report`` (odd) is what the goals are judged on. For each ranker, in the same run and over
-the same text: nDCG@10, recall@5, and the share of queries whose whole relevant set is in the
-top 5. Rankers: ``bm25`` (plain BM25, bm25s tokenizer, no stemming, no stop words, all fields
-as one text), ``lexical`` (the default) and ``hybrid`` (the ``discovery-embed`` extra).
+query and the functions of its ground truth are the relevant tools. A BFCL request tends to
+name the function it needs, so two public sets whose requests seldom do are read too, from
+benchmarks/data (its README gives sources, commits and licences): MetaTool (MIT) — 199
+one-line tool descriptions without parameters, under ``metatool_multi`` (its 497 multi-tool
+queries, two tools each) and ``metatool_single`` (1,072 of its single-tool queries, a fixed
+sample) — and τ-bench (MIT) — ``taubench_retail`` and ``taubench_airline``, each domain's
+tools as their ``get_info()`` schemas give them, every test task with gold actions a query
+(the user's scenario) whose relevant set is the distinct tools of those actions. A tool name
+that is no contract id is mapped by `tool_id`. Queries are split by a hash of their id:
+``tuning`` (even) is what the default ranker's weights were chosen on, ``report`` (odd) is what
+the goals are judged on. For each ranker, in the same run and over the same text: nDCG@10,
+recall@5, and the share of queries whose whole relevant set is in the top 5; the mean
+nDCG@10 is over every catalog, then over each source's catalogs apart. Rankers: ``bm25``
+(plain BM25, bm25s tokenizer, no stemming, no stop words, all fields as one text),
+``lexical`` (the default) and ``hybrid`` (the ``discovery-embed`` extra).
 
 Latency. A 5,000-tool catalog (every BFCL function plus the public MCP listings in
 tests/lint/catalogs, repeated under new ids to reach 5,000), registered in a harness: index
 build time (every tool analysed, then the ranking structure of the visible set) and p50/p95
-search time for the report queries, the rankers alternating query by query.
+search time for the BFCL report queries, the rankers alternating query by query. (The
+MetaTool and τ-bench catalogs stay out of it, so the figures compare with earlier runs.)
 
 Context. A 500-tool catalog: tokens (cl100k_base) of the tools rendered for the first turn in
 full, against the discovery first turn — the catalog summary, the always-loaded set and the
@@ -43,7 +53,9 @@ from tests.bfcl_data import bfcl_data_dir  # noqa: E402
 
 from toolkeeper import Harness, Principal  # noqa: E402
 from toolkeeper.contract.model import ToolContract  # noqa: E402
-from toolkeeper.importers.formats import from_bfcl_function  # noqa: E402
+from toolkeeper.importers.formats import from_bfcl_function, from_openai_function  # noqa: E402
+
+DATA = ROOT / "benchmarks" / "data"
 
 CATEGORIES = {
     "simple_python": "python",
@@ -74,6 +86,7 @@ class Catalog:
     name: str
     contracts: list[ToolContract]
     queries: list[Query]
+    source: str = "BFCL"
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -154,7 +167,64 @@ def multi_turn_catalog() -> Catalog:
     return Catalog("multi_turn_base", list(contracts.values()), queries)
 
 
-def catalogs() -> list[Catalog]:
+def tool_id(name: str) -> str:
+    """The contract id of a MetaTool or τ-bench tool name. Every name is one but MetaTool's
+    ``PDF&URLTool``: ``&`` is no id character, so it is written ``_and_`` (``PDF_and_URLTool``).
+    No source name holds ``_and_``, so the id maps back to the name by the reverse
+    replacement; `metatool_catalogs` checks that."""
+    return name.replace("&", "_and_")
+
+
+def metatool_catalogs() -> list[Catalog]:
+    """MetaTool (benchmarks/data/metatool.json): its 199 tools, each a name and a one-line
+    description with no parameters, under two query sets — ``metatool_multi``, the
+    multi-tool queries, each needing two tools, and ``metatool_single``, a fixed sample of
+    the single-tool queries (the data README says which rows)."""
+    data = json.loads((DATA / "metatool.json").read_text())
+    names = [tool["name"] for tool in data["tools"]]
+    ids = {name: tool_id(name) for name in names}
+    if len(set(ids.values())) != len(names) or any("_and_" in name for name in names):
+        raise ValueError("metatool.json: the name-to-id map is no longer one-to-one")
+    contracts = [
+        from_openai_function(
+            {"name": tool["name"], "description": tool["description"]}, id=ids[tool["name"]]
+        )
+        for tool in data["tools"]
+    ]
+    return [
+        Catalog(
+            f"metatool_{kind}",
+            contracts,
+            [
+                Query(q["id"], q["query"], frozenset(ids[name] for name in q["tools"]))
+                for q in data[f"{kind}_tool_queries"]
+            ],
+            "MetaTool",
+        )
+        for kind in ("multi", "single")
+    ]
+
+
+def taubench_catalogs() -> list[Catalog]:
+    """τ-bench (benchmarks/data/taubench.json), one catalog per domain: the domain's tools as
+    their ``get_info()`` schemas give them, and each test task's user instruction as a query
+    whose relevant set is the distinct tools of the task's gold actions."""
+    data = json.loads((DATA / "taubench.json").read_text())
+    result = []
+    for domain, content in data["domains"].items():
+        contracts = [
+            from_openai_function({"type": "function", "function": tool}, id=tool_id(tool["name"]))
+            for tool in content["tools"]
+        ]
+        queries = [
+            Query(q["id"], q["instruction"], frozenset(tool_id(name) for name in q["tools"]))
+            for q in content["queries"]
+        ]
+        result.append(Catalog(f"taubench_{domain}", contracts, queries, "τ-bench"))
+    return result
+
+
+def bfcl_catalogs() -> list[Catalog]:
     single = {c: bfcl_catalog(c, language) for c, language in CATEGORIES.items()}
     multiple = [single[c] for c in single if "multiple" in c]
     return [
@@ -163,6 +233,12 @@ def catalogs() -> list[Catalog]:
         pooled("pooled_all", list(single.values())),
         multi_turn_catalog(),
     ]
+
+
+def catalogs() -> list[Catalog]:
+    """Every retrieval catalog: BFCL's, then MetaTool's and τ-bench's, whose requests seldom
+    name the tool they need."""
+    return [*bfcl_catalogs(), *metatool_catalogs(), *taubench_catalogs()]
 
 
 def ndcg_at(ranked: list[str], relevant: frozenset[str], k: int = 10) -> float:
@@ -206,7 +282,7 @@ def big_catalog(size: int) -> list[ToolContract]:
 
     unique: dict[str, ToolContract] = {}
     for catalog in [
-        *catalogs(),
+        *bfcl_catalogs(),
         Catalog("mcp", load_catalog(ROOT / "tests/lint/catalogs").contracts, []),
     ]:
         for contract in catalog.contracts:
@@ -238,7 +314,7 @@ def latency(size: int, rankers: list[str], home: Path) -> None:
     tools = big_catalog(size)
     harness = harness_of(tools, home)
     view = harness.views.view(None)
-    queries = [q.text for c in catalogs() for q in c.queries if q.split == "report"][:1000]
+    queries = [q.text for c in bfcl_catalogs() for q in c.queries if q.split == "report"][:1000]
     print(f"\nlatency at {len(tools)} tools, {len(queries)} report queries, rankers alternating")
     builds: dict[str, list[tuple[float, float]]] = {r: [] for r in rankers}
     warm: dict[str, tuple[float, float]] = {}
@@ -341,11 +417,13 @@ def retrieval(args: argparse.Namespace, rankers: list[str], tmp: Path) -> None:
     print(f"retrieval, {args.split} split")
     print(f"{'catalog':24} {'tools':>5} {'q':>4}  " + "  ".join(f"{r:>22}" for r in rankers))
     totals: dict[str, list[float]] = {r: [] for r in rankers}
+    sources: list[str] = []
     for catalog in catalogs():
         category = catalog.name
         if args.only and category not in args.only.split(","):
             continue
         result = evaluate(catalog, rankers, args.split, tmp / category)
+        sources.append(catalog.source)
         cells = []
         for ranker in rankers:
             f = result["figures"][ranker]
@@ -362,6 +440,14 @@ def retrieval(args: argparse.Namespace, rankers: list[str], tmp: Path) -> None:
             f"worst catalog {worst:+5.1f}; nDCG@10 ratio to {rankers[0]} per catalog "
             + " ".join(f"{r:.3f}" for r in ratios)
             + f", mean {statistics.fmean(ratios):.3f}"
+        )
+    for source in dict.fromkeys(sources):  # the means of each source's catalogs apart
+        picked = [i for i, s in enumerate(sources) if s == source]
+        print(
+            f"mean nDCG@10 over the {source} catalogs: "
+            + ", ".join(
+                f"{r} {statistics.fmean(totals[r][i] for i in picked):.1f}" for r in rankers
+            )
         )
 
 
