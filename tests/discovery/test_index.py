@@ -106,6 +106,12 @@ def test_a_repeated_query_word_weighs_sublinearly() -> None:
     assert query_weights("the of and") == {}
 
 
+def test_a_requests_numbers_are_values_not_terms() -> None:
+    weights = query_weights("Refund order 50423 of 2023-10-01, 3 items, as mp3")
+    assert "50423" not in weights and "2023" not in weights and "10" not in weights
+    assert {"refund", "order", "3", "item", "mp"} <= set(weights)
+
+
 def test_weighted_scores_are_bm25s_scores_for_unit_weights(harness: Harness) -> None:
     index = ToolIndex(harness.registry)
     index.search("warm", harness.views.view(EVERYONE))

@@ -215,8 +215,13 @@ def query_weights(query: str) -> dict[str, float]:
     the lamp … only exchange the lamp … exchange anything"), and BM25 would count each
     repetition in full, so one repeated word would outweigh the rest of the request;
     sublinear weighting (as in SMART's ``l`` query weighting) keeps a repeated word ahead
-    without letting it drown the others."""
-    found = terms(query)
+    without letting it drown the others.
+
+    A number of two digits or more is left out: in a request it is a value (an amount, a
+    date, a zip code, an order id), not what a tool does, and a tool whose text happens to
+    hold the same number (an example, a default) is no better a match for it. Single digits
+    stay, as they are often part of a name (``mp3``, ``ec2``, ``3d``)."""
+    found = [t for t in terms(query) if not (t.isdigit() and len(t) > 1)]
     counts: dict[str, int] = {}
     for term in found + prefixes(found):
         counts[term] = counts.get(term, 0) + 1
