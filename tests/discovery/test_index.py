@@ -3,6 +3,7 @@ caller may see."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,8 @@ from hypothesis import strategies as st
 
 from toolkeeper import Harness, Principal, ToolContract
 from toolkeeper.discovery import SearchFilters, ToolHealth, ToolIndex
-from toolkeeper.discovery.index import summary
-from toolkeeper.discovery.text import terms, words
+from toolkeeper.discovery.index import _weighted_scores, summary
+from toolkeeper.discovery.text import query_weights, terms, words
 from toolkeeper.errors import ConfigError
 from toolkeeper.runtime.views import ToolViews
 
@@ -78,6 +79,52 @@ def test_words_split_identifiers_and_terms_stem_and_drop_stop_words() -> None:
         "x",
     ]
     assert terms("Please list the forecasts") == ["list", "forecast"]
+
+
+def test_an_acronyms_plural_is_one_word() -> None:
+    assert words("PDFs URLs getHTTPResponse PDF_and_URLTool") == [
+        "pdf",
+        "s",
+        "url",
+        "s",
+        "get",
+        "http",
+        "response",
+        "pdf",
+        "and",
+        "url",
+        "tool",
+    ]
+    assert terms("fetch PDFs") == terms("fetch a PDF")
+
+
+def test_a_repeated_query_word_weighs_sublinearly() -> None:
+    weights = query_weights("exchange the lamp, only exchange the lamp, exchange nothing else")
+    assert weights["exchang"] == pytest.approx(1 + math.log(3))
+    assert weights["lamp"] == pytest.approx(1 + math.log(2))
+    assert weights["~excha"] == 1.0  # a prefix stands for the word family, once
+    assert query_weights("the of and") == {}
+
+
+def test_a_requests_numbers_are_values_not_terms() -> None:
+    weights = query_weights("Refund order 50423 of 2023-10-01, 3 items, as mp3")
+    assert "50423" not in weights and "2023" not in weights and "10" not in weights
+    assert {"refund", "order", "3", "item", "mp"} <= set(weights)
+
+
+def test_weighted_scores_are_bm25s_scores_for_unit_weights(harness: Harness) -> None:
+    index = ToolIndex(harness.registry)
+    index.search("warm", harness.views.view(EVERYONE))
+    [corpus] = index._corpora.values()
+    bm25 = corpus._bm25["lexical"]
+    assert bm25 is not None
+    query = ["weather", "file", "~forec", "absent"]
+    expected = bm25.get_scores(query)
+    found = _weighted_scores(bm25, dict.fromkeys(query, 1.0), len(corpus.cards))
+    assert found == pytest.approx(expected, rel=1e-6)
+    doubled = _weighted_scores(bm25, {"weather": 2.0}, len(corpus.cards))
+    assert doubled == pytest.approx(2 * bm25.get_scores(["weather"]), rel=1e-6)
+    assert not _weighted_scores(bm25, {"absent": 1.0}, len(corpus.cards)).any()
 
 
 def test_finds_by_synonym_stem_and_split_name(harness: Harness) -> None:

