@@ -93,3 +93,28 @@ def test_hybrid_takes_lone_surrogates(harness: Harness) -> None:
     harness.discovery.ranker = "hybrid"
     hits = harness.search_tools("weather \udc00", principal=ME)
     assert {hit.name for hit in hits} == {"odd", "costly", "nan_cost"}
+
+
+def test_compatibility_forms_are_read_as_what_they_stand_for(tmp_path: Path) -> None:
+    h = Harness(home=tmp_path)
+    h.register(
+        ToolContract(id="get_weather", version="1.0.0", description="Weather."), executor=_noop
+    )
+    h.register(
+        ToolContract(id="read_file", version="1.0.0", description="Read a file."), executor=_noop
+    )
+    assert [hit.name for hit in h.search_tools("ＷＥＡＴＨＥＲ", principal=ME)] == ["get_weather"]
+    assert [hit.name for hit in h.search_tools("read the ﬁle", principal=ME)][0] == "read_file"
+
+
+def test_a_request_of_numbers_alone_searches_by_them(tmp_path: Path) -> None:
+    h = Harness(home=tmp_path)
+    h.register(
+        ToolContract(id="form_1040", version="1.0.0", description="US tax form."), executor=_noop
+    )
+    h.register(
+        ToolContract(id="get_weather", version="1.0.0", description="Weather."), executor=_noop
+    )
+    assert [hit.name for hit in h.search_tools("1040", principal=ME)] == ["form_1040"]
+    # Beside words, a number is a value and is left out: it does not pull in form_1040.
+    assert [hit.name for hit in h.search_tools("weather 1040", principal=ME)] == ["get_weather"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -127,8 +128,12 @@ _WORD = re.compile(
 
 def words(text: str) -> list[str]:
     """`text` split into lowercase words: identifiers at case humps, ``_``, ``-``, ``.``
-    and digits."""
-    return [w.lower() for w in _WORD.findall(text[:_MAX_FIELD_CHARS])]
+    and digits. Compatibility forms are read as what they stand for first (NFKC: full-width
+    ``ＷＥＡＴＨＥＲ`` is ``WEATHER``, the ligature in ``ﬁle`` is ``fi``), as a model reads
+    them."""
+    return [
+        w.lower() for w in _WORD.findall(unicodedata.normalize("NFKC", text[:_MAX_FIELD_CHARS]))
+    ]
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -220,8 +225,10 @@ def query_weights(query: str) -> dict[str, float]:
     A number of two digits or more is left out: in a request it is a value (an amount, a
     date, a zip code, an order id), not what a tool does, and a tool whose text happens to
     hold the same number (an example, a default) is no better a match for it. Single digits
-    stay, as they are often part of a name (``mp3``, ``ec2``, ``3d``)."""
-    found = [t for t in terms(query) if not (t.isdigit() and len(t) > 1)]
+    stay, as they are often part of a name (``mp3``, ``ec2``, ``3d``). A request of nothing
+    but numbers keeps them: the number is then what the caller searches by."""
+    every = terms(query)
+    found = [t for t in every if not (t.isdigit() and len(t) > 1)] or every
     counts: dict[str, int] = {}
     for term in found + prefixes(found):
         counts[term] = counts.get(term, 0) + 1
