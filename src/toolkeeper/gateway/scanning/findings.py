@@ -58,6 +58,7 @@ from toolkeeper.gateway.scanning.structure import (
     instruction_name,
     instruction_value,
     invisible,
+    is_distinctive,
     parameter_asks,
     preset_destination,
     tool_reference,
@@ -181,11 +182,15 @@ def scan_tool(
             found[(item.check, path)] = finding
 
     own = set(known_tools.get(server, ()))
-    # A name the definition itself defines (a parameter, an enum value: "`add` adds the given
-    # tags") refers to that, not to another server's tool of the same name; a boolean
-    # parameter is a switch, which carries no text to the model whatever it is called.
+    # A plain word the definition itself defines (a parameter, an enum value: "`add` adds the
+    # given tags") refers to that, not to another server's tool of the same name. A
+    # distinctive one (`send_email`) is not excused: the schema is the author's to write too,
+    # and an enum value must not license orders about another server's tool. A boolean
+    # parameter is a switch: only true or false leaves through it, whatever it is called.
     switches: set[str] = set()
-    _schema_words([tool.get("inputSchema"), tool.get("outputSchema")], switches, own)
+    defined: set[str] = set()
+    _schema_words([tool.get("inputSchema"), tool.get("outputSchema")], switches, defined)
+    own.update(name for name in defined if not is_distinctive(name))
     reference = tool_reference(
         frozenset(
             (other, tool_name)

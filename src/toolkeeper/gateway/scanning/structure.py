@@ -346,6 +346,15 @@ def instruction_value(value: str) -> Flaw | None:
 
 
 @functools.lru_cache(maxsize=64)
+def is_distinctive(name: str) -> bool:
+    """Whether a name is an identifier no sentence uses as a word (``send_email``, ``getUser``,
+    ``v2``), unlike a plain word (``fetch``, ``add``)."""
+    return _DISTINCTIVE.search(name) is not None
+
+
+_DISTINCTIVE = re.compile(r"[_\-.\d]|[a-z][A-Z]")
+
+
 def tool_reference(tools: frozenset[tuple[str, str]]) -> ToolReference | None:
     """One pattern for every (server, tool name) in `tools`. A distinctive identifier
     (``send_email``, ``getUser``) counts as a whole token, or qualified the way clients
@@ -353,7 +362,7 @@ def tool_reference(tools: frozenset[tuple[str, str]]) -> ToolReference | None:
     — never as part of a longer name (``jira_update_issue`` is not ``update_issue``); a plain
     word (``fetch``) only when it is called a tool."""
     owners = {name.lower(): server for server, name in sorted(tools, reverse=True)}
-    distinctive = {n.lower() for _, n in tools if re.search(r"[_\-.\d]|[a-z][A-Z]", n)}
+    distinctive = {n.lower() for _, n in tools if is_distinctive(n)}
     plain = set(owners) - distinctive
     parts = []
     if distinctive:
