@@ -104,7 +104,8 @@ def test_compatibility_forms_are_read_as_what_they_stand_for(tmp_path: Path) -> 
         ToolContract(id="read_file", version="1.0.0", description="Read a file."), executor=_noop
     )
     assert [hit.name for hit in h.search_tools("ＷＥＡＴＨＥＲ", principal=ME)] == ["get_weather"]
-    assert [hit.name for hit in h.search_tools("read the ﬁle", principal=ME)][0] == "read_file"
+    hits = h.search_tools("read the ﬁle", principal=ME)
+    assert hits and hits[0].name == "read_file"
 
 
 def test_a_request_of_numbers_alone_searches_by_them(tmp_path: Path) -> None:
