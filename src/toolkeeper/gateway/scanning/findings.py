@@ -306,37 +306,15 @@ def _scan_text(path: str, reading: Reading, reference: ToolReference | None, add
         severity = Severity.HIGH if hit.high or kinds else Severity.MEDIUM
         add(path, reading.raw, raw_hit, severity, note)
     if kinds and not hits:
-        # Markup that calls its own content hidden or secret declares it is kept from the
-        # user, whatever the content says: concealment by the frame alone.
-        hiding = next(
-            (
-                m
-                for m in reading.markers
-                if m.kind in ("pseudo-system tag", "bracket marker", "hidden html")
-                and _HIDING.search(reading.raw[m.start : m.end])
-                and _wraps(reading.raw, m)
-            ),
-            None,
-        )
-        if hiding is not None:
-            hidden = Flaw(
-                "concealment", "hidden_directive", True,
-                "markup that declares the text it wraps hidden from the user",
-                hiding.start, hiding.end,
-            )  # fmt: skip
-            add(path, reading.raw, hidden, Severity.HIGH, "")
-            return
-        overriding = next(
-            (m for m in reading.markers if _OVERRIDING.search(reading.raw[m.start : m.end])), None
-        )
-        if overriding is not None:
-            claim = Flaw(
-                "override", "hidden_directive", True,
-                "markup that declares it overrides the model's instructions",
-                overriding.start, overriding.end,
-            )  # fmt: skip
-            add(path, reading.raw, claim, Severity.HIGH, "")
-            return
+        # Markup that says what it is declares it, whatever its content says: a tag calling
+        # its content hidden or secret keeps it from the user (concealment by the frame
+        # alone), and one calling itself an override claims to replace the model's rules.
+        for check, reason, declares in _DECLARATIONS:
+            marker = next((m for m in reading.markers if declares(reading.raw, m)), None)
+            if marker is not None:
+                flaw = Flaw(check, "hidden_directive", True, reason, marker.start, marker.end)
+                add(path, reading.raw, flaw, Severity.HIGH, "")
+                return
         first = reading.markers[0]
         markup = Flaw(
             "markup", "markup", False,
@@ -344,6 +322,26 @@ def _scan_text(path: str, reading: Reading, reference: ToolReference | None, add
             first.start, first.end,
         )  # fmt: skip
         add(path, reading.raw, markup, Severity.MEDIUM, "")
+
+
+def _hides(raw: str, marker: Marker) -> bool:
+    return (
+        marker.kind in ("pseudo-system tag", "bracket marker", "hidden html")
+        and _HIDING.search(raw[marker.start : marker.end]) is not None
+        and _wraps(raw, marker)
+    )
+
+
+def _overrides(raw: str, marker: Marker) -> bool:
+    return _OVERRIDING.search(raw[marker.start : marker.end]) is not None
+
+
+_DECLARATIONS: tuple[tuple[str, str, Callable[[str, Marker], bool]], ...] = (
+    ("concealment", "markup that declares the text it wraps hidden from the user", _hides),
+    ("override", "markup that declares it overrides the model's instructions", _overrides),
+)
+"""What markup may declare of itself, in the order it is looked for: the check it fails, the
+reason shown, and whether a marker declares it."""
 
 
 def _wraps(raw: str, marker: Marker) -> bool:
