@@ -90,7 +90,9 @@ def sdk_tokens() -> None:
     print(f"   SDK index {short:,} ({short / schemas:.2f}x)")
 
 
-async def overhead(home: Path, calls: int, rounds: int) -> None:
+def lookup_harness(home: Path) -> Harness:
+    """A harness with one read-only tool, `lookup`: the call both sides of an overhead
+    measurement make (also benchmarks/code_mode_floor.py's)."""
     harness = Harness(home=home)
 
     @tool(side_effect="none")
@@ -99,6 +101,11 @@ async def overhead(home: Path, calls: int, rounds: int) -> None:
         return {"key": key, "value": len(key)}
 
     harness.register(lookup)
+    return harness
+
+
+async def overhead(home: Path, calls: int, rounds: int) -> None:
+    harness = lookup_harness(home)
     program = f"for i in range({calls}):\n    lookup('k')\n"
     single = "lookup('k')\n"
 

@@ -26,10 +26,10 @@ from typing import Any
 
 import anyio
 import pydantic_monty as pm
+from code_mode import children_cpu, lookup_harness  # the sibling benchmark, on sys.path
 
-from toolkeeper import Principal, Proposal, tool
+from toolkeeper import Principal, Proposal
 from toolkeeper.codemode import monty
-from toolkeeper.runtime.harness import Harness
 
 ME = Principal("bench")
 
@@ -52,29 +52,15 @@ def cpu(*, end: bool = False) -> float:
     """Seconds on CPU of this process's threads and of its live child processes, read so
     that the reading of /proc counts in no interval: this process's own time read after it
     at an interval's start (the default), before it at its end (`end`)."""
-    own = time.process_time_ns() if end else 0
-    me = str(os.getpid())
-    children = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if stat.read_text().rsplit(")", 1)[1].split()[1] != me:
-                continue
-            for task in (stat.parent / "task").glob("*/schedstat"):
-                children += int(task.read_text().split()[0])
-        except (OSError, IndexError, ValueError):
-            continue
-    return ((own if end else time.process_time_ns()) + children) / 1e9
+    if end:
+        own = time.process_time()
+        return own + children_cpu()
+    children = children_cpu()
+    return time.process_time() + children
 
 
 async def measure(home: Path, calls: int, rounds: int) -> None:
-    harness = Harness(home=home)
-
-    @tool(side_effect="none")
-    async def lookup(key: str) -> dict[str, Any]:
-        """Read one value."""
-        return {"key": key, "value": len(key)}
-
-    harness.register(lookup)
+    harness = lookup_harness(home)
     program = f"for i in range({calls}):\n    lookup('k')\n"
     stepper = monty._Stepper
 
